@@ -1,0 +1,2 @@
+# Files that ship in the tarball but are not built.
+EXTRA_DIST += nginx init scripts templates doc bench .ci

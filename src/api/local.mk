@@ -1,0 +1,1 @@
+# rules for src/api

@@ -1,0 +1,35 @@
+/* Postgres through libpq: one connection per process, reconnected on demand.
+ * Every statement is parameterised; callers never splice values into SQL. */
+#ifndef SBX_DB_H
+#define SBX_DB_H
+
+#include <libpq-fe.h>
+#include "err.h"
+
+typedef struct sbx_db {
+	PGconn *conn;
+	char *conninfo;
+} sbx_db;
+
+static inline void sbx_pqclearp(PGresult **r) { if (*r) PQclear(*r); }
+#define cleanup_pgres __attribute__((cleanup(sbx_pqclearp)))
+
+/* Connecting lazily is allowed: open only records the conninfo and tries. */
+int sbx_db_open(sbx_db *db, const char *conninfo, sbx_err *err);
+void sbx_db_close(sbx_db *db);
+/* Runs sql with n text parameters (NULL = SQL NULL). When the connection was
+ * lost outside a transaction it reconnects and retries once. On error: 503
+ * "db_unavailable" when the server cannot be reached, else 500 with the
+ * SQLSTATE in err->code as "db:XXXXX". *res is set only on success. */
+int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n,
+		const char *const *params);
+/* Variadic form: sbx_db_query(db, &res, err, "... $1 $2", 2, a, b). */
+int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...);
+int sbx_db_ping(sbx_db *db, sbx_err *err);
+int sbx_db_begin(sbx_db *db, sbx_err *err);
+int sbx_db_commit(sbx_db *db, sbx_err *err);
+void sbx_db_rollback(sbx_db *db);
+/* True when err came from a unique-constraint violation. */
+int sbx_db_is_unique_violation(const sbx_err *err);
+
+#endif

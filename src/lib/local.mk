@@ -1,0 +1,13 @@
+noinst_LIBRARIES += src/lib/libsbx.a
+src_lib_libsbx_a_SOURCES = \
+	src/lib/cleanup.h \
+	src/lib/err.c src/lib/err.h \
+	src/lib/log.c src/lib/log.h \
+	src/lib/settings.c src/lib/settings.h \
+	src/lib/id.c src/lib/id.h \
+	src/lib/auth.c src/lib/auth.h \
+	src/lib/json.c src/lib/json.h \
+	src/lib/page.c src/lib/page.h \
+	src/lib/db.c src/lib/db.h \
+	src/lib/mq.c src/lib/mq.h \
+	src/lib/daemon.c src/lib/daemon.h

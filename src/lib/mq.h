@@ -1,0 +1,61 @@
+/* RabbitMQ through librabbitmq: one connection and channel per process,
+ * reconnected on demand. Requests carry the request id in an
+ * "x-request-id" header so worker log lines name the request. */
+#ifndef SBX_MQ_H
+#define SBX_MQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "err.h"
+
+#define SBX_MQ_EXCHANGE "sbx"          /* direct exchange for all work */
+#define SBX_MQ_Q_PROVISION "sbx.provision"
+#define SBX_MQ_Q_PING "sbx.ping"
+
+typedef struct sbx_mq sbx_mq;
+
+typedef struct sbx_mq_msg {
+	char *body; /* NUL-terminated copy of the body */
+	size_t len;
+	char type[64];
+	char correlation_id[72];
+	char reply_to[256];
+	char request_id[72];
+	uint64_t delivery_tag;
+	int redelivered;
+} sbx_mq_msg;
+
+struct sbx_mq_pub {
+	const char *type;
+	const char *correlation_id;
+	const char *reply_to;
+	const char *request_id;
+	const char *expiration_ms; /* per-message TTL, e.g. "30000" */
+	int persistent;
+};
+
+int sbx_mq_open(sbx_mq **out, const char *url, sbx_err *err);
+void sbx_mq_close(sbx_mq *mq);
+/* Makes sure the connection is usable (reconnecting if it was lost). */
+int sbx_mq_ensure(sbx_mq *mq, sbx_err *err);
+/* Health check: one round trip to the broker. */
+int sbx_mq_ping(sbx_mq *mq, sbx_err *err);
+/* Declares the sbx exchange and a durable queue bound to it by its own name. */
+int sbx_mq_declare_queue(sbx_mq *mq, const char *queue, sbx_err *err);
+int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t len,
+		   const struct sbx_mq_pub *p, sbx_err *err);
+/* Starts consuming queue (manual acks, prefetch as given). */
+int sbx_mq_consume(sbx_mq *mq, const char *queue, int prefetch, sbx_err *err);
+/* Waits up to timeout_ms for a delivery: 1 got one, 0 timed out, -1 error. */
+int sbx_mq_next(sbx_mq *mq, int timeout_ms, sbx_mq_msg *msg, sbx_err *err);
+int sbx_mq_ack(sbx_mq *mq, uint64_t tag, sbx_err *err);
+int sbx_mq_reject(sbx_mq *mq, uint64_t tag, int requeue, sbx_err *err);
+void sbx_mq_msg_free(sbx_mq_msg *m);
+/* Request/reply over direct reply-to with a deadline: 0 and *reply set, or
+ * -1 with 504 "rpc_timeout" / 503 "mq_unavailable". */
+int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
+	       int timeout_ms, sbx_mq_msg *reply, sbx_err *err);
+/* The socket, for poll(): readable while idle means the broker spoke. */
+int sbx_mq_fd(sbx_mq *mq);
+
+#endif

@@ -1,0 +1,445 @@
+#include "config.h"
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "log.h"
+#include "settings.h"
+
+#define API SBX_FOR_API
+#define WRK SBX_FOR_WORKER
+#define ADM SBX_FOR_ADMIN
+#define ALL SBX_FOR_ALL
+#define R SBX_SF_RELOAD
+#define S SBX_SF_SECRET
+
+/* Keep sorted by topic; the order is the order of --help-config. */
+const struct sbx_setting sbx_settings[] = {
+	/* shared state */
+	{ "db_url", SBX_ST_STR, "host=127.0.0.1 port=5432 dbname=sbx user=sbx", 0, 0, S, ALL,
+	  "libpq connection string of the Postgres database (the source of truth)" },
+	{ "amqp_url", SBX_ST_STR, "amqp://guest:guest@127.0.0.1:5672/", 0, 0, S, ALL,
+	  "RabbitMQ URL: amqp://user:pass@host:port/vhost" },
+	{ "auth_secret", SBX_ST_STR, "", 0, 0, S, API | ADM,
+	  "64 hex digits: the key of the keyed hash under which API keys are stored" },
+	{ "node_id", SBX_ST_STR, "", 0, 0, 0, WRK,
+	  "this machine's node id (routing key of its node agent); empty: the host name" },
+	{ "state_dir", SBX_ST_STR, "/var/lib/sbx", 0, 0, 0, WRK, "private state directory" },
+	{ "rpc_timeout", SBX_ST_SECS, "30", 1, 600, R, API,
+	  "seconds the API waits for a worker's reply to a request" },
+
+	/* logging and process control */
+	{ "log_file", SBX_ST_STR, "", 0, 0, R, ALL, "log file; empty for standard error" },
+	{ "log_level", SBX_ST_STR, "info", 0, 0, R, ALL, "debug, info, warn or error" },
+	{ "api_socket", SBX_ST_STR, "/run/sbx/api.sock", 0, 0, 0, API,
+	  "FastCGI socket: a path (unix socket) or HOST:PORT" },
+	{ "api_children", SBX_ST_INT, "8", 1, 512, 0, API,
+	  "FastCGI children; each serves one request at a time, a streaming exec holds "
+	  "one for its whole duration" },
+	{ "api_pidfile", SBX_ST_STR, "/run/sbx/sbx-api.pid", 0, 0, 0, API, "sbx-api pidfile" },
+	{ "api_max_json_body", SBX_ST_BYTES, "1048576", 1024, 67108864, R, API,
+	  "largest JSON request body accepted (413 beyond)" },
+	{ "api_json_max_depth", SBX_ST_INT, "32", 2, 512, R, API,
+	  "deepest nesting accepted in a JSON body (400 beyond)" },
+	{ "worker_pidfile", SBX_ST_STR, "/run/sbx/sbx-worker.pid", 0, 0, 0, WRK,
+	  "sbx-worker pidfile" },
+	{ "worker_provisioners", SBX_ST_INT, "1", 0, 64, R, WRK, "provisioner processes" },
+	{ "worker_nodes", SBX_ST_INT, "1", 0, 1, R, WRK,
+	  "node agent processes (0 or 1: one agent owns this machine's sandboxes)" },
+	{ "worker_reapers", SBX_ST_INT, "1", 0, 4, R, WRK, "reaper processes" },
+	{ "worker_restart_min_ms", SBX_ST_INT, "100", 1, 60000, R, API | WRK,
+	  "first delay before a dead child is restarted; doubles while it keeps dying" },
+	{ "worker_restart_max_ms", SBX_ST_INT, "30000", 1, 600000, R, API | WRK,
+	  "longest delay before a dead child is restarted" },
+	{ "drain_timeout", SBX_ST_SECS, "30", 0, 3600, R, API | WRK,
+	  "seconds a draining master waits for children before killing them" },
+	{ "reaper_interval", SBX_ST_SECS, "10", 1, 3600, R, WRK, "seconds between reaper passes" },
+
+	/* operator defaults (DESIGN.md: Defaults an operator can change) */
+	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },
+	{ "default_egress", SBX_ST_STR, "deny_all", 0, 0, R, API,
+	  "egress mode of a create that names none: deny_all, restricted or open" },
+	{ "idle_timeout", SBX_ST_SECS, "1800", 60, 86400, R, API | WRK,
+	  "seconds without activity before a sandbox is destroyed" },
+	{ "max_lifetime", SBX_ST_SECS, "86400", 60, 2592000, R, API | WRK, "longest life of a sandbox" },
+	{ "paused_limit", SBX_ST_SECS, "604800", 60, 31536000, R, WRK,
+	  "longest a sandbox may stay paused" },
+	{ "exec_timeout", SBX_ST_SECS, "30", 1, 300, R, API, "default exec timeout" },
+	{ "exec_timeout_max", SBX_ST_SECS, "300", 1, 3600, R, API, "largest exec timeout accepted" },
+	{ "exec_json_cap", SBX_ST_BYTES, "16777216", 1024, 1073741824, R, API,
+	  "bytes kept per stream in a JSON (non-streamed) exec answer" },
+	{ "file_max_bytes", SBX_ST_BYTES, "52428800", 1, 4294967296LL, R, API,
+	  "largest file accepted by PUT .../files (413 beyond)" },
+	{ "volume_min_gb", SBX_ST_INT, "10", 1, 100000, R, API, "smallest volume size" },
+	{ "volume_max_gb", SBX_ST_INT, "50", 1, 100000, R, API, "largest volume size" },
+
+	/* the single region of an embedded install */
+	{ "region_id", SBX_ST_STR, "local", 0, 0, R, API, "id of this install's region" },
+	{ "region_name", SBX_ST_STR, "Local", 0, 0, R, API, "display name of the region" },
+	{ "region_country", SBX_ST_STR, "", 0, 0, R, API, "country of the region" },
+	{ "region_continent", SBX_ST_STR, "", 0, 0, R, API, "continent of the region" },
+};
+const size_t sbx_settings_count = SBX_ARRAY_LEN(sbx_settings);
+
+struct sbx_config {
+	char *str[SBX_ARRAY_LEN(sbx_settings)];
+	long long num[SBX_ARRAY_LEN(sbx_settings)];
+	unsigned char set_in_file[SBX_ARRAY_LEN(sbx_settings)];
+};
+
+static int find(const char *name, size_t len)
+{
+	for (size_t i = 0; i < sbx_settings_count; i++)
+		if (strlen(sbx_settings[i].name) == len && memcmp(sbx_settings[i].name, name, len) == 0)
+			return (int)i;
+	return -1;
+}
+
+static int parse_number(const struct sbx_setting *s, const char *v, long long *out, sbx_err *err)
+{
+	char *end;
+	long long n, mul = 1;
+
+	if (s->type == SBX_ST_BOOL) {
+		if (!strcasecmp(v, "true") || !strcasecmp(v, "yes") || !strcmp(v, "1") ||
+		    !strcasecmp(v, "on"))
+			*out = 1;
+		else if (!strcasecmp(v, "false") || !strcasecmp(v, "no") || !strcmp(v, "0") ||
+			 !strcasecmp(v, "off"))
+			*out = 0;
+		else
+			return sbx_err_set(err, 0, "bad_config", "%s: not a boolean: '%s'", s->name, v);
+		return 0;
+	}
+	if (!isdigit((unsigned char)v[0]))
+		return sbx_err_set(err, 0, "bad_config", "%s: not a number: '%s'", s->name, v);
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	if (errno)
+		return sbx_err_set(err, 0, "bad_config", "%s: out of range: '%s'", s->name, v);
+	if (s->type == SBX_ST_SECS) {
+		if (!strcmp(end, "s") || !*end)
+			mul = 1;
+		else if (!strcmp(end, "m"))
+			mul = 60;
+		else if (!strcmp(end, "h"))
+			mul = 3600;
+		else if (!strcmp(end, "d"))
+			mul = 86400;
+		else
+			return sbx_err_set(err, 0, "bad_config", "%s: bad duration '%s' (use N, Ns, Nm, Nh or Nd)",
+					   s->name, v);
+	} else if (s->type == SBX_ST_BYTES) {
+		if (!*end)
+			mul = 1;
+		else if (!strcmp(end, "K") || !strcmp(end, "KiB"))
+			mul = 1024;
+		else if (!strcmp(end, "M") || !strcmp(end, "MiB"))
+			mul = 1024 * 1024;
+		else if (!strcmp(end, "G") || !strcmp(end, "GiB"))
+			mul = 1024LL * 1024 * 1024;
+		else
+			return sbx_err_set(err, 0, "bad_config", "%s: bad size '%s' (use N, NK, NM or NG)",
+					   s->name, v);
+	} else if (*end) {
+		return sbx_err_set(err, 0, "bad_config", "%s: not a number: '%s'", s->name, v);
+	}
+	if (n > LLONG_MAX / mul)
+		return sbx_err_set(err, 0, "bad_config", "%s: out of range: '%s'", s->name, v);
+	n *= mul;
+	if (n < s->min || n > s->max)
+		return sbx_err_set(err, 0, "bad_config", "%s: %lld is outside %lld..%lld", s->name, n,
+				   s->min, s->max);
+	*out = n;
+	return 0;
+}
+
+static int set_index(sbx_config *cfg, int i, const char *v, sbx_err *err)
+{
+	const struct sbx_setting *s = &sbx_settings[i];
+	long long n = 0;
+	char *copy;
+
+	if (s->type != SBX_ST_STR && parse_number(s, v, &n, err) < 0)
+		return -1;
+	if (!strcmp(s->name, "log_level") && sbx_log_parse_level(v) < 0)
+		return sbx_err_set(err, 0, "bad_config", "log_level: '%s' is not debug, info, warn or error", v);
+	copy = strdup(v);
+	if (!copy)
+		return sbx_err_sys(err, "nomem", "strdup");
+	free(cfg->str[i]);
+	cfg->str[i] = copy;
+	cfg->num[i] = n;
+	return 0;
+}
+
+static sbx_config *config_defaults(sbx_err *err)
+{
+	sbx_config *cfg = calloc(1, sizeof(*cfg));
+
+	if (!cfg) {
+		sbx_err_sys(err, "nomem", "calloc");
+		return NULL;
+	}
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		if (set_index(cfg, (int)i, sbx_settings[i].def, err) < 0) {
+			sbx_config_free(cfg);
+			return NULL;
+		}
+	}
+	return cfg;
+}
+
+int sbx_config_set(sbx_config *cfg, const char *name, const char *value, sbx_err *err)
+{
+	int i = find(name, strlen(name));
+
+	if (i < 0)
+		return sbx_err_set(err, 0, "bad_config", "unknown setting '%s'", name);
+	return set_index(cfg, i, value, err);
+}
+
+static char *trim(char *s, char *e)
+{
+	while (s < e && isspace((unsigned char)*s))
+		s++;
+	while (e > s && isspace((unsigned char)e[-1]))
+		e--;
+	*e = 0;
+	return s;
+}
+
+int sbx_config_parse(const char *buf, size_t len, const char *origin, sbx_config **out, sbx_err *err)
+{
+	sbx_config *cfg = config_defaults(err);
+	cleanup_free char *copy = NULL;
+	char *line, *next;
+	int lineno = 0;
+
+	if (!cfg)
+		return -1;
+	copy = malloc(len + 1);
+	if (!copy) {
+		sbx_config_free(cfg);
+		return sbx_err_sys(err, "nomem", "malloc");
+	}
+	memcpy(copy, buf, len);
+	copy[len] = 0;
+	if (memchr(buf, 0, len)) {
+		sbx_config_free(cfg);
+		return sbx_err_set(err, 0, "bad_config", "%s: contains a NUL byte", origin);
+	}
+	for (line = copy; line; line = next) {
+		char *eq, *name, *val, *end;
+		int i;
+
+		lineno++;
+		next = strchr(line, '\n');
+		if (next)
+			*next++ = 0;
+		end = line + strlen(line);
+		name = trim(line, end);
+		if (!*name || *name == '#' || *name == ';')
+			continue;
+		eq = strchr(name, '=');
+		if (!eq) {
+			sbx_config_free(cfg);
+			return sbx_err_set(err, 0, "bad_config", "%s:%d: expected 'name = value'", origin, lineno);
+		}
+		val = trim(eq + 1, eq + 1 + strlen(eq + 1));
+		name = trim(name, eq);
+		if (val[0] == '"' && strlen(val) >= 2 && val[strlen(val) - 1] == '"') {
+			val[strlen(val) - 1] = 0;
+			val++;
+		}
+		i = find(name, strlen(name));
+		if (i < 0) {
+			sbx_config_free(cfg);
+			return sbx_err_set(err, 0, "bad_config", "%s:%d: unknown setting '%s'", origin, lineno, name);
+		}
+		if (cfg->set_in_file[i]) {
+			sbx_config_free(cfg);
+			return sbx_err_set(err, 0, "bad_config", "%s:%d: '%s' is set twice", origin, lineno, name);
+		}
+		if (set_index(cfg, i, val, err) < 0) {
+			sbx_config_free(cfg);
+			return sbx_err_ctx(err, "%s:%d", origin, lineno);
+		}
+		cfg->set_in_file[i] = 1;
+	}
+	*out = cfg;
+	return 0;
+}
+
+int sbx_config_load(const char *path, sbx_config **out, sbx_err *err)
+{
+	cleanup_close int fd = -1;
+	cleanup_free char *buf = NULL;
+	size_t len = 0, cap = 0;
+	struct stat st;
+
+	if (!path) {
+		*out = config_defaults(err);
+		return *out ? 0 : -1;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_err_sys(err, "bad_config", "cannot open %s", path);
+	if (fstat(fd, &st) < 0)
+		return sbx_err_sys(err, "bad_config", "stat %s", path);
+	if (st.st_size > 1 << 20)
+		return sbx_err_set(err, 0, "bad_config", "%s: larger than 1 MiB", path);
+	for (;;) {
+		ssize_t r;
+		if (len + 4096 > cap) {
+			char *nb = realloc(buf, cap + 8192);
+			if (!nb)
+				return sbx_err_sys(err, "nomem", "realloc");
+			buf = nb;
+			cap += 8192;
+		}
+		r = read(fd, buf + len, cap - len);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			return sbx_err_sys(err, "bad_config", "read %s", path);
+		if (r == 0)
+			break;
+		len += (size_t)r;
+		if (len > 1 << 20)
+			return sbx_err_set(err, 0, "bad_config", "%s: larger than 1 MiB", path);
+	}
+	return sbx_config_parse(buf ? buf : "", len, path, out, err);
+}
+
+void sbx_config_free(sbx_config *cfg)
+{
+	if (!cfg)
+		return;
+	for (size_t i = 0; i < sbx_settings_count; i++)
+		free(cfg->str[i]);
+	free(cfg);
+}
+
+static int must_find(const char *name)
+{
+	int i = find(name, strlen(name));
+
+	if (i < 0)
+		fatalx("internal: no setting named '%s'", name);
+	return i;
+}
+
+const char *sbx_cfg_str(const sbx_config *cfg, const char *name)
+{
+	return cfg->str[must_find(name)];
+}
+
+long long sbx_cfg_int(const sbx_config *cfg, const char *name)
+{
+	return cfg->num[must_find(name)];
+}
+
+bool sbx_cfg_bool(const sbx_config *cfg, const char *name)
+{
+	return cfg->num[must_find(name)] != 0;
+}
+
+int sbx_config_check(const sbx_config *cfg, unsigned who, sbx_err *err)
+{
+	if (who & (SBX_FOR_API | SBX_FOR_ADMIN)) {
+		const char *s = sbx_cfg_str(cfg, "auth_secret");
+		size_t n = strlen(s);
+
+		if (n != 64 || strspn(s, "0123456789abcdefABCDEF") != 64)
+			return sbx_err_set(err, 0, "bad_config",
+					   "auth_secret must be 64 hex digits (openssl rand -hex 32)");
+	}
+	if (who & SBX_FOR_WORKER) {
+		if (sbx_cfg_int(cfg, "worker_restart_min_ms") > sbx_cfg_int(cfg, "worker_restart_max_ms"))
+			return sbx_err_set(err, 0, "bad_config",
+					   "worker_restart_min_ms is larger than worker_restart_max_ms");
+	}
+	if (sbx_cfg_int(cfg, "exec_timeout") > sbx_cfg_int(cfg, "exec_timeout_max"))
+		return sbx_err_set(err, 0, "bad_config", "exec_timeout is larger than exec_timeout_max");
+	if (sbx_cfg_int(cfg, "volume_min_gb") > sbx_cfg_int(cfg, "volume_max_gb"))
+		return sbx_err_set(err, 0, "bad_config", "volume_min_gb is larger than volume_max_gb");
+	{
+		const char *e = sbx_cfg_str(cfg, "default_egress");
+		if (strcmp(e, "deny_all") && strcmp(e, "restricted") && strcmp(e, "open"))
+			return sbx_err_set(err, 0, "bad_config",
+					   "default_egress must be deny_all, restricted or open");
+	}
+	return 0;
+}
+
+int sbx_config_diff_nonreloadable(const sbx_config *old, const sbx_config *nw, unsigned who)
+{
+	int n = 0;
+
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		const struct sbx_setting *s = &sbx_settings[i];
+		if (!(s->who & who) || (s->flags & SBX_SF_RELOAD))
+			continue;
+		if (strcmp(old->str[i], nw->str[i]) != 0) {
+			log_warnx("setting %s changed but takes effect only on restart", s->name);
+			n++;
+		}
+	}
+	return n;
+}
+
+static const char *type_name(enum sbx_stype t)
+{
+	switch (t) {
+	case SBX_ST_STR: return "string";
+	case SBX_ST_INT: return "integer";
+	case SBX_ST_BOOL: return "boolean";
+	case SBX_ST_SECS: return "duration";
+	case SBX_ST_BYTES: return "size";
+	}
+	return "?";
+}
+
+void sbx_config_print_help(FILE *f, unsigned who)
+{
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		const struct sbx_setting *s = &sbx_settings[i];
+		if (!(s->who & who))
+			continue;
+		fprintf(f, "%-24s %-8s default: %s%s%s\n", s->name, type_name(s->type),
+			s->def[0] ? s->def : "(empty)", (s->flags & SBX_SF_RELOAD) ? ", reloadable" : "",
+			(s->flags & SBX_SF_SECRET) ? ", secret" : "");
+		if (s->type != SBX_ST_STR && s->type != SBX_ST_BOOL)
+			fprintf(f, "%-24s range %lld..%lld\n", "", s->min, s->max);
+		fprintf(f, "%-24s %s\n", "", s->doc);
+	}
+}
+
+void sbx_config_print_sample(FILE *f, unsigned who)
+{
+	fprintf(f, "# sbx configuration (sample). One 'name = value' a line.\n");
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		const struct sbx_setting *s = &sbx_settings[i];
+		if (!(s->who & who))
+			continue;
+		fprintf(f, "\n# %s (%s%s)\n#%s = %s\n", s->doc, type_name(s->type),
+			(s->flags & SBX_SF_RELOAD) ? ", reloadable" : "", s->name, s->def);
+	}
+}
+
+void sbx_config_print_values(FILE *f, const sbx_config *cfg, unsigned who)
+{
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		const struct sbx_setting *s = &sbx_settings[i];
+		if (!(s->who & who))
+			continue;
+		fprintf(f, "%s = %s\n", s->name, (s->flags & SBX_SF_SECRET) ? "(secret)" : cfg->str[i]);
+	}
+}
