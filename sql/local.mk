@@ -1,1 +1,2 @@
-# rules for sql
+sqldir = $(pkgdatadir)/sql
+dist_sql_DATA = sql/001_init.sql
