@@ -1,1 +1,4 @@
-# rules for src/api
+sbin_PROGRAMS += src/api/sbx-api
+src_api_sbx_api_SOURCES = src/api/api.h src/api/main.c src/api/http.c src/api/h_meta.c \
+	src/api/h_sandboxes.c
+src_api_sbx_api_LDADD = $(SBX_LIBS) $(FCGI_LIBS)

@@ -39,6 +39,8 @@ const struct sbx_setting sbx_settings[] = {
 	{ "log_level", SBX_ST_STR, "info", 0, 0, R, ALL, "debug, info, warn or error" },
 	{ "api_socket", SBX_ST_STR, "/run/sbx/api.sock", 0, 0, 0, API,
 	  "FastCGI socket: a path (unix socket) or HOST:PORT" },
+	{ "api_socket_group", SBX_ST_STR, "", 0, 0, 0, API,
+	  "group given read/write access to the unix socket (the web server's); empty: owner only" },
 	{ "api_children", SBX_ST_INT, "8", 1, 512, 0, API,
 	  "FastCGI children; each serves one request at a time, a streaming exec holds "
 	  "one for its whole duration" },

@@ -1,0 +1,73 @@
+/* sbx-api internals: one FastCGI child serves one request at a time with
+ * its own Postgres and RabbitMQ connections. Handlers get a parsed, routed
+ * request and answer through the helpers in http.c. */
+#ifndef SBX_API_H
+#define SBX_API_H
+
+#include <fcgiapp.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include "auth.h"
+#include "db.h"
+#include "err.h"
+#include "id.h"
+#include "mq.h"
+#include "router.h"
+#include "settings.h"
+
+struct api_ctx {
+	const sbx_config *cfg;
+	sbx_db db;
+	sbx_mq *mq; /* may be NULL until RabbitMQ is reachable */
+	sbx_auth auth;
+};
+
+struct api_org {
+	char org_id[SBX_ID_LEN + 1];
+	char key_id[SBX_ID_LEN + 1];
+	bool is_admin;
+	long long max_sandboxes;
+	long long max_memory_mb;
+};
+
+struct api_req {
+	struct api_ctx *ctx;
+	FCGX_Request *fcgx;
+	const char *method;
+	const char *uri;
+	char request_id[72];
+	struct sbx_route_match m;
+	struct api_org org; /* filled once authenticated */
+	bool answered;
+	int status; /* for the access log line */
+};
+
+typedef void (*api_handler)(struct api_req *r);
+
+/* http.c */
+const char *api_param(struct api_req *r, const char *name);
+void api_send_json(struct api_req *r, int status, json_t *body /* stolen */);
+void api_send_data(struct api_req *r, int status, const char *message, json_t *data /* stolen */);
+void api_send_error(struct api_req *r, const sbx_err *err);
+void api_send_text(struct api_req *r, int status, const char *ctype, const char *text);
+/* Reads the whole body when it is at most `limit` bytes (413 otherwise). */
+int api_read_body(struct api_req *r, size_t limit, char **out, size_t *len, sbx_err *err);
+/* Parses the body as a JSON object within the configured limits. */
+int api_json_body(struct api_req *r, json_t **out, sbx_err *err);
+int api_authenticate(struct api_req *r, sbx_err *err);
+void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
+/* Builds a JSON value from a one-row, one-column jsonb/json result. */
+json_t *api_json_from_row(PGresult *res, int row, int col);
+int api_mq(struct api_req *r, sbx_err *err);
+
+/* handlers */
+void h_healthz(struct api_req *r);
+void h_metrics(struct api_req *r);
+void h_templates(struct api_req *r);
+void h_regions(struct api_req *r);
+void h_sandboxes_list(struct api_req *r);
+void h_sandboxes_create(struct api_req *r);
+void h_sandbox_get(struct api_req *r);
+void h_sandbox_delete(struct api_req *r);
+
+#endif

@@ -1,0 +1,124 @@
+/* Discovery and operator endpoints: /healthz, /metrics, templates, regions. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "api.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "page.h"
+
+void h_healthz(struct api_req *r)
+{
+	sbx_err derr = SBX_ERR_INIT, merr = SBX_ERR_INIT, werr = SBX_ERR_INIT;
+	bool db_ok, mq_ok, wk_ok = true, want_workers = false;
+	char buf[8];
+	json_t *data = json_object();
+	char msg[600];
+
+	if (sbx_query_get(r->m.query, "workers", buf, sizeof(buf), &werr) == 1 && strcmp(buf, "0") != 0)
+		want_workers = true;
+	db_ok = sbx_db_ping(&r->ctx->db, &derr) == 0;
+	mq_ok = api_mq(r, &merr) == 0 && sbx_mq_ping(r->ctx->mq, &merr) == 0;
+	json_object_set_new(data, "postgres", json_string(db_ok ? "ok" : "down"));
+	json_object_set_new(data, "rabbitmq", json_string(mq_ok ? "ok" : "down"));
+	if (want_workers) {
+		sbx_mq_msg reply = { 0 };
+		wk_ok = mq_ok && sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PING, "ping", "{}", 2, 3000, &reply, &werr) == 0;
+		sbx_mq_msg_free(&reply);
+		json_object_set_new(data, "workers", json_string(wk_ok ? "ok" : "down"));
+	}
+	if (db_ok && mq_ok && wk_ok) {
+		api_send_data(r, 200, "ok", data);
+		return;
+	}
+	if (!db_ok)
+		snprintf(msg, sizeof(msg), "postgres unavailable: %s", derr.msg);
+	else if (!mq_ok)
+		snprintf(msg, sizeof(msg), "rabbitmq unavailable: %s", merr.msg);
+	else
+		snprintf(msg, sizeof(msg), "workers unavailable: %s", werr.msg);
+	log_warnx("healthz: %s", msg);
+	{
+		json_t *o = json_object();
+		json_object_set_new(o, "message", json_string(msg));
+		json_object_set_new(o, "code", json_string("unhealthy"));
+		json_object_set_new(o, "data", data);
+		api_send_json(r, 503, o);
+	}
+}
+
+static bool is_loopback(const char *a)
+{
+	return a && (strncmp(a, "127.", 4) == 0 || strcmp(a, "::1") == 0 || strcmp(a, "unix:") == 0);
+}
+
+void h_metrics(struct api_req *r)
+{
+	cleanup_pgres PGresult *res = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	const char *fwd = api_param(r, "HTTP_X_FORWARDED_FOR");
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	/* local only, or an operator key: metrics name every organisation */
+	if (!is_loopback(api_param(r, "REMOTE_ADDR")) || (fwd && *fwd)) {
+		if (api_authenticate(r, &err) < 0) {
+			api_send_error(r, &err);
+			return;
+		}
+		if (!r->org.is_admin) {
+			sbx_err_set(&err, 403, "forbidden", "Metrics need an operator key");
+			api_send_error(r, &err);
+			return;
+		}
+	}
+	if (sbx_db_query(&r->ctx->db, &res, &err,
+			 "SELECT s.st::text, count(x.id) FROM unnest(enum_range(NULL::sandbox_status)) s(st) "
+			 "LEFT JOIN sandboxes x ON x.status = s.st GROUP BY s.st ORDER BY s.st",
+			 0) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	f = open_memstream(&text, &len);
+	if (!f) {
+		sbx_err_set(&err, 500, "nomem", "out of memory");
+		api_send_error(r, &err);
+		return;
+	}
+	fprintf(f, "# HELP sbx_sandboxes Sandboxes by status.\n# TYPE sbx_sandboxes gauge\n");
+	for (int i = 0; i < PQntuples(res); i++)
+		fprintf(f, "sbx_sandboxes{status=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
+	fprintf(f, "# HELP sbx_api_up The API answers.\n# TYPE sbx_api_up gauge\nsbx_api_up 1\n");
+	fclose(f);
+	api_send_text(r, 200, "text/plain; version=0.0.4", text);
+	free(text);
+}
+
+void h_templates(struct api_req *r)
+{
+	cleanup_pgres PGresult *res = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	json_t *arr;
+
+	if (sbx_db_query(&r->ctx->db, &res, &err,
+			 "SELECT coalesce(jsonb_agg(jsonb_build_object('name', name, 'display_name', display_name, "
+			 "'description', description) ORDER BY name), '[]') FROM templates",
+			 0) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	arr = api_json_from_row(res, 0, 0);
+	api_send_data(r, 200, "Templates retrieved", arr);
+}
+
+void h_regions(struct api_req *r)
+{
+	const sbx_config *c = r->ctx->cfg;
+	json_t *region = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "id", sbx_cfg_str(c, "region_id"), "name",
+				   sbx_cfg_str(c, "region_name"), "country", sbx_cfg_str(c, "region_country"),
+				   "continent", sbx_cfg_str(c, "region_continent"), "enabled", 1, "type", "sandbox");
+
+	api_send_data(r, 200, "Regions retrieved", json_pack("{s:[o]}", "regions", region));
+}

@@ -1,0 +1,477 @@
+/* The sandbox resource: list, get, create, destroy. */
+#include "config.h"
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "api.h"
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "page.h"
+
+static const char *const statuses[] = { "starting", "ready", "pausing", "paused", "resuming", "failed",
+					"destroyed" };
+
+static void send_db_error(struct api_req *r, sbx_err *err)
+{
+	api_send_error(r, err);
+}
+
+/* ?metadata.K=V pairs as one jsonb object for "metadata @> $n". */
+static int metadata_filter(const char *qs, json_t *filter, sbx_err *err)
+{
+	const char *p = qs;
+
+	while (p && *p) {
+		const char *amp = strchr(p, '&'), *end = amp ? amp : p + strlen(p);
+		const char *eq = memchr(p, '=', (size_t)(end - p));
+		char key[160], val[1024];
+
+		if (eq && sbx_url_decode(p, (size_t)(eq - p), key, sizeof(key)) == 0 &&
+		    strncmp(key, "metadata.", 9) == 0) {
+			if (!key[9] || sbx_url_decode(eq + 1, (size_t)(end - eq - 1), val, sizeof(val)) < 0)
+				return sbx_err_set(err, 400, "invalid_query", "Malformed metadata filter");
+			if (json_object_size(filter) >= 10)
+				return sbx_err_set(err, 400, "invalid_query", "At most 10 metadata filters");
+			json_object_set_new(filter, key + 9, json_string(val));
+		}
+		p = amp ? amp + 1 : NULL;
+	}
+	return 0;
+}
+
+void h_sandboxes_list(struct api_req *r)
+{
+	cleanup_pgres PGresult *res = NULL;
+	cleanup_json json_t *filter = json_object();
+	cleanup_free char *filter_s = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	char status[32], lim[16], off[24];
+	const char *status_p = NULL;
+	sbx_page pg;
+	long long total;
+	json_t *items, *data;
+	int q;
+
+	if (sbx_page_parse(r->m.query, &pg, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	q = sbx_query_get(r->m.query, "status", status, sizeof(status), &err);
+	if (q < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	if (q == 1) {
+		for (size_t i = 0; i < SBX_ARRAY_LEN(statuses); i++)
+			if (!strcmp(status, statuses[i]))
+				status_p = statuses[i];
+		if (!status_p) {
+			sbx_err_set(&err, 400, "invalid_query",
+				    "status must be one of starting, ready, pausing, paused, resuming, failed, destroyed");
+			api_send_error(r, &err);
+			return;
+		}
+	}
+	if (metadata_filter(r->m.query, filter, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	filter_s = json_dumps(filter, JSON_COMPACT);
+	snprintf(lim, sizeof(lim), "%ld", pg.limit);
+	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
+	if (sbx_db_query(&r->ctx->db, &res, &err,
+			 "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
+			 "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
+			 "  AND s.metadata @> $3::jsonb) "
+			 "SELECT (SELECT count(*) FROM f), "
+			 "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
+			 "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
+			 5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
+		send_db_error(r, &err);
+		return;
+	}
+	total = atoll(PQgetvalue(res, 0, 0));
+	items = api_json_from_row(res, 0, 1);
+	data = json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items ? items : json_array(), "totalCount",
+			 (json_int_t)total, "currentPage", (int)pg.page, "totalPages",
+			 (json_int_t)sbx_page_total_pages(total, pg.limit), "limit", (int)pg.limit);
+	api_send_data(r, 200, "Sandboxes retrieved", data);
+}
+
+/* One sandbox of the caller's organisation as JSON, or NULL with 404. */
+static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	if (sbx_db_query(&r->ctx->db, &res, err,
+			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
+			 r->org.org_id) < 0)
+		return NULL;
+	if (PQntuples(res) != 1) {
+		sbx_err_set(err, 404, "not_found", "Sandbox not found");
+		return NULL;
+	}
+	return api_json_from_row(res, 0, 0);
+}
+
+void h_sandbox_get(struct api_req *r)
+{
+	sbx_err err = SBX_ERR_INIT;
+	json_t *s = load_sandbox(r, r->m.id, &err);
+
+	if (!s) {
+		api_send_error(r, &err);
+		return;
+	}
+	api_send_data(r, 200, "Sandbox retrieved", s);
+}
+
+/* ---- create ---- */
+
+static const struct sbx_jfield create_spec[] = {
+	{ "name", SBX_J_STRING, false, 1, 64 },
+	{ "template", SBX_J_STRING, false, 1, 64 },
+	{ "region", SBX_J_STRING, false, 1, 64 },
+	{ "specs", SBX_J_OBJECT, false, 0, 0 },
+	{ "autoDestroy", SBX_J_BOOL, false, 0, 0 },
+	{ "destroyTimeout", SBX_J_STRING, false, 1, 8 },
+	{ "oneShot", SBX_J_BOOL, false, 0, 0 },
+	{ "egress", SBX_J_OBJECT, false, 0, 0 },
+	{ "blockOutbound", SBX_J_BOOL, false, 0, 0 },
+	{ "persistent", SBX_J_BOOL, false, 0, 0 },
+	{ "persistentDiskGB", SBX_J_INT, false, 1, 100000 },
+	{ "volumeId", SBX_J_STRING, false, 1, 64 },
+	{ "mountPath", SBX_J_STRING, false, 1, 4096 },
+	{ "fromSnapshot", SBX_J_STRING, false, 1, 64 },
+	{ "snapshotMode", SBX_J_STRING, false, 1, 16 },
+	{ "snapshotFrequency", SBX_J_STRING, false, 1, 128 },
+	{ "env", SBX_J_STRMAP, false, 0, 100 },
+	{ "metadata", SBX_J_STRMAP, false, 0, 50 },
+	{ "timeout", SBX_J_INT, false, 60, 2592000 },
+};
+
+static const struct sbx_jfield specs_spec[] = {
+	{ "cpu", SBX_J_INT, false, 1, 2000 },
+	{ "memory", SBX_J_INT, false, 1, 1048576 },
+	{ "disk", SBX_J_INT, false, 1, 5 },
+};
+
+static const struct sbx_jfield egress_spec[] = {
+	{ "mode", SBX_J_STRING, true, 1, 16 },
+	{ "allow", SBX_J_ARRAY, false, 0, 50 },
+};
+
+struct create_req {
+	const char *name, *template, *region, *destroy_timeout;
+	long long cpu, memory, disk, idle_timeout, lifetime;
+	bool auto_destroy, one_shot;
+	json_t *env, *metadata;
+};
+
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+static bool env_name_ok(const char *k)
+{
+	if (!(isalpha((unsigned char)k[0]) || k[0] == '_') || strlen(k) > 128)
+		return false;
+	for (; *k; k++)
+		if (!(isalnum((unsigned char)*k) || *k == '_'))
+			return false;
+	return true;
+}
+
+static int validate_create(struct api_req *r, json_t *body, struct create_req *c, sbx_err *err)
+{
+	const sbx_config *cfg = r->ctx->cfg;
+	json_t *specs, *egress;
+	const char *k;
+	json_t *v;
+
+	if (sbx_json_check(body, create_spec, SBX_ARRAY_LEN(create_spec), NULL, err) < 0)
+		return -1;
+	specs = json_object_get(body, "specs");
+	if (specs && !json_is_null(specs) &&
+	    sbx_json_check(specs, specs_spec, SBX_ARRAY_LEN(specs_spec), "specs", err) < 0)
+		return -1;
+	egress = json_object_get(body, "egress");
+	if (egress && !json_is_null(egress) &&
+	    sbx_json_check(egress, egress_spec, SBX_ARRAY_LEN(egress_spec), "egress", err) < 0)
+		return -1;
+
+	c->name = sbx_json_str(body, "name", NULL);
+	if (c->name && !printable(c->name))
+		return sbx_err_set(err, 400, "invalid_field", "name must not contain control characters");
+	c->template = sbx_json_str(body, "template", sbx_cfg_str(cfg, "default_template"));
+	c->region = sbx_json_str(body, "region", "auto");
+	if (strcmp(c->region, "auto") && strcmp(c->region, sbx_cfg_str(cfg, "region_id")))
+		return sbx_err_set(err, 400, "invalid_field", "Unknown region: %.64s (available: auto, %s)",
+				   c->region, sbx_cfg_str(cfg, "region_id"));
+	c->region = sbx_cfg_str(cfg, "region_id");
+	c->cpu = sbx_json_int(specs, "cpu", 1000);
+	c->memory = sbx_json_int(specs, "memory", 512);
+	c->disk = sbx_json_int(specs, "disk", 1);
+	if (c->memory > 2048 && c->memory > r->org.max_memory_mb)
+		return sbx_err_set(err, 400, "invalid_field", "specs.memory must be between 1 and 2048");
+	if (c->memory > r->org.max_memory_mb)
+		return sbx_err_set(err, 403, "limit_memory",
+				   "Memory limit exceeded: your plan allows at most %lld MB per sandbox",
+				   r->org.max_memory_mb);
+
+	/* egress: only deny_all until the egress work lands; never silently downgraded */
+	{
+		json_t *bo = json_object_get(body, "blockOutbound");
+		const char *mode = egress ? sbx_json_str(egress, "mode", NULL) : NULL;
+		if (egress && !json_is_null(egress) && bo && !json_is_null(bo))
+			return sbx_err_set(err, 400, "invalid_field", "Use either egress or blockOutbound, not both");
+		if (bo && json_is_false(bo))
+			mode = "open";
+		if (!mode)
+			mode = sbx_cfg_str(cfg, "default_egress");
+		if (strcmp(mode, "deny_all") && strcmp(mode, "open") && strcmp(mode, "restricted"))
+			return sbx_err_set(err, 400, "invalid_field", "egress.mode must be open, deny_all or restricted");
+		if (strcmp(mode, "deny_all") != 0)
+			return sbx_err_set(err, 400, "not_supported",
+					   "Egress mode '%s' is not available on this server yet; only deny_all is",
+					   mode);
+		if (egress && json_array_size(json_object_get(egress, "allow")) > 0)
+			return sbx_err_set(err, 400, "invalid_field", "egress.allow is only allowed with mode restricted");
+	}
+
+	c->auto_destroy = sbx_json_bool(body, "autoDestroy", false);
+	c->one_shot = sbx_json_bool(body, "oneShot", false);
+	c->destroy_timeout = sbx_json_str(body, "destroyTimeout", NULL);
+	c->lifetime = sbx_cfg_int(cfg, "max_lifetime");
+	if (c->destroy_timeout) {
+		static const struct { const char *s; long long secs; } dt[] = {
+			{ "30m", 1800 }, { "1h", 3600 }, { "3h", 10800 }, { "6h", 21600 }, { "12h", 43200 }, { "18h", 64800 },
+		};
+		size_t i;
+		for (i = 0; i < SBX_ARRAY_LEN(dt); i++)
+			if (!strcmp(c->destroy_timeout, dt[i].s))
+				break;
+		if (i == SBX_ARRAY_LEN(dt))
+			return sbx_err_set(err, 400, "invalid_field", "destroyTimeout must be one of 30m, 1h, 3h, 6h, 12h, 18h");
+		if (!c->auto_destroy)
+			return sbx_err_set(err, 400, "invalid_field", "destroyTimeout needs autoDestroy: true");
+		if (dt[i].secs < c->lifetime)
+			c->lifetime = dt[i].secs;
+	}
+	c->idle_timeout = sbx_json_int(body, "timeout", sbx_cfg_int(cfg, "idle_timeout"));
+	if (c->idle_timeout > sbx_cfg_int(cfg, "max_lifetime"))
+		return sbx_err_set(err, 400, "invalid_field", "timeout must be between 60 and %lld",
+				   sbx_cfg_int(cfg, "max_lifetime"));
+
+	c->env = json_object_get(body, "env");
+	json_object_foreach(c->env, k, v) {
+		if (!env_name_ok(k))
+			return sbx_err_set(err, 400, "invalid_field", "env names must match [A-Za-z_][A-Za-z0-9_]*");
+		if (json_string_length(v) > 32768)
+			return sbx_err_set(err, 400, "invalid_field", "env values must be at most 32768 bytes");
+	}
+	c->metadata = json_object_get(body, "metadata");
+	json_object_foreach(c->metadata, k, v) {
+		if (strlen(k) > 64 || json_string_length(v) > 512)
+			return sbx_err_set(err, 400, "invalid_field",
+					   "metadata keys are at most 64 and values at most 512 bytes");
+	}
+
+	/* persistence arrives with the volumes and snapshots work */
+	{
+		static const char *later[] = { "persistent", "persistentDiskGB", "volumeId", "mountPath",
+					       "fromSnapshot", "snapshotMode", "snapshotFrequency" };
+		for (size_t i = 0; i < SBX_ARRAY_LEN(later); i++) {
+			json_t *x = json_object_get(body, later[i]);
+			if (x && !json_is_null(x) && !json_is_false(x))
+				return sbx_err_set(err, 400, "not_supported", "%s is not supported yet", later[i]);
+		}
+	}
+	return 0;
+}
+
+static int check_template(struct api_req *r, const char *name, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	if (sbx_db_query(&r->ctx->db, &res, err,
+			 "SELECT bool_or(name = $1), string_agg(name, ', ' ORDER BY name) FROM templates", 1, name) < 0)
+		return -1;
+	if (PQgetvalue(res, 0, 0)[0] != 't')
+		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,
+				   PQgetvalue(res, 0, 1));
+	return 0;
+}
+
+/* Marks a record failed with a reason the owner can read. */
+static void mark_failed(struct api_req *r, const char *id, const char *reason)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	if (sbx_db_query(&r->ctx->db, NULL, &err,
+			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
+			 "WHERE id = $1 AND status = 'starting'",
+			 2, id, reason) < 0)
+		log_warnx("sandbox %s: could not record failure (%s); the reaper will", id, err.msg);
+}
+
+void h_sandboxes_create(struct api_req *r)
+{
+	cleanup_json json_t *body = NULL;
+	cleanup_pgres PGresult *res = NULL;
+	cleanup_free char *env_s = NULL, *meta_s = NULL;
+	struct create_req c = { 0 };
+	sbx_err err = SBX_ERR_INIT;
+	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16];
+	sbx_mq_msg reply = { 0 };
+	json_t *s;
+
+	if (api_json_body(r, &body, &err) < 0 || validate_create(r, body, &c, &err) < 0 ||
+	    check_template(r, c.template, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	sbx_id_new(id);
+	if (!c.name) {
+		snprintf(name, sizeof(name), "sandbox-%.8s", id);
+		c.name = name;
+	}
+	snprintf(cpu, sizeof(cpu), "%lld", c.cpu);
+	snprintf(mem, sizeof(mem), "%lld", c.memory);
+	snprintf(disk, sizeof(disk), "%lld", c.disk);
+	snprintf(idle, sizeof(idle), "%lld", c.idle_timeout);
+	snprintf(life, sizeof(life), "%lld", c.lifetime);
+	env_s = json_dumps(c.env ? c.env : json_object(), JSON_COMPACT);
+	meta_s = json_dumps(c.metadata ? c.metadata : json_object(), JSON_COMPACT);
+
+	/* the concurrency limit and the insert are one decision per organisation */
+	if (sbx_db_begin(&r->ctx->db, &err) < 0)
+		goto fail;
+	if (sbx_db_query(&r->ctx->db, &res, &err,
+			 "SELECT pg_advisory_xact_lock(hashtext($1)), "
+			 "(SELECT count(*) FROM sandboxes WHERE org_id = $1 AND status NOT IN ('failed', 'destroyed'))",
+			 1, r->org.org_id) < 0)
+		goto fail;
+	if (atoll(PQgetvalue(res, 0, 1)) >= r->org.max_sandboxes) {
+		sbx_db_rollback(&r->ctx->db);
+		sbx_err_set(&err, 403, "limit_sandboxes",
+			    "Sandbox limit reached: your plan allows %lld concurrent sandboxes", r->org.max_sandboxes);
+		api_send_error(r, &err);
+		return;
+	}
+	if (sbx_db_query(&r->ctx->db, NULL, &err,
+			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
+			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id) "
+			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
+			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16)",
+			 16, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
+			 meta_s, idle, life, r->request_id) < 0 ||
+	    sbx_db_commit(&r->ctx->db, &err) < 0)
+		goto fail;
+	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);
+
+	/* ask a provisioner; whatever happens, the record does not stay 'starting' */
+	{
+		cleanup_free char *msg = NULL;
+		json_t *m = json_pack("{s:s}", "sandbox_id", id);
+		json_t *rep = NULL;
+		json_error_t jerr;
+		int ok = 0;
+		const char *why = NULL, *node = NULL, *container = NULL;
+
+		msg = json_dumps(m, JSON_COMPACT);
+		json_decref(m);
+		if (api_mq(r, &err) < 0 ||
+		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "provision", msg, strlen(msg),
+			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
+			char reason[600];
+			snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
+									     : "the work queue is unavailable");
+			mark_failed(r, id, reason);
+			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
+			api_send_error(r, &err);
+			return;
+		}
+		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
+		sbx_mq_msg_free(&reply);
+		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s}", "ok", &ok, "error", &why,
+					   "node_id", &node, "container_id", &container) < 0) {
+			json_decref(rep);
+			mark_failed(r, id, "provisioner sent a malformed reply");
+			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: malformed reply");
+			api_send_error(r, &err);
+			return;
+		}
+		if (!ok) {
+			char reason[600];
+			snprintf(reason, sizeof(reason), "%s", why ? why : "unknown error");
+			json_decref(rep);
+			mark_failed(r, id, reason);
+			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
+			api_send_error(r, &err);
+			return;
+		}
+		if (sbx_db_query(&r->ctx->db, NULL, &err,
+				 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
+				 "last_activity_at = now() WHERE id = $1 AND status = 'starting'",
+				 3, id, node, container) < 0) {
+			json_decref(rep);
+			goto fail;
+		}
+		json_decref(rep);
+	}
+	s = load_sandbox(r, id, &err);
+	if (!s)
+		goto fail;
+	api_send_data(r, 201, "Sandbox created", s);
+	return;
+fail:
+	sbx_db_rollback(&r->ctx->db);
+	api_send_error(r, &err);
+}
+
+void h_sandbox_delete(struct api_req *r)
+{
+	cleanup_pgres PGresult *res = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	const char *st;
+
+	if (sbx_db_query(&r->ctx->db, &res, &err, "SELECT status FROM sandboxes WHERE id = $1 AND org_id = $2", 2,
+			 r->m.id, r->org.org_id) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	if (PQntuples(res) != 1) {
+		sbx_err_set(&err, 404, "not_found", "Sandbox not found");
+		api_send_error(r, &err);
+		return;
+	}
+	st = PQgetvalue(res, 0, 0);
+	if (!strcmp(st, "destroyed")) {
+		api_send_json(r, 204, NULL);
+		return;
+	}
+	if (strcmp(st, "failed") != 0) {
+		/* a live sandbox is torn down by its node: that arrives with the sandbox work */
+		sbx_err_set(&err, 409, "busy", "Sandbox is %s; it cannot be destroyed by this server yet", st);
+		api_send_error(r, &err);
+		return;
+	}
+	if (sbx_db_query(&r->ctx->db, NULL, &err,
+			 "UPDATE sandboxes SET status = 'destroyed', destroyed_at = now(), "
+			 "destroy_reason = coalesce(destroy_reason, 'user') WHERE id = $1 AND org_id = $2 "
+			 "AND status = 'failed'",
+			 2, r->m.id, r->org.org_id) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	log_info("sandbox %s: destroyed (was failed)", r->m.id);
+	api_send_json(r, 204, NULL);
+}
