@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -39,30 +40,48 @@ long sbx_pidfile_read(const char *path)
 
 int sbx_pidfile_create(const char *path, sbx_err *err)
 {
-	for (int attempt = 0; attempt < 2; attempt++) {
-		cleanup_close int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-		char buf[32];
-		int n;
+	char tmp[4096], buf[32];
+	int n;
 
-		if (fd >= 0) {
-			n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
-			if (write(fd, buf, (size_t)n) != n) {
-				unlink(path);
-				return sbx_err_sys(err, "pidfile", "write %s", path);
-			}
-			return 0;
-		}
-		if (errno != EEXIST)
-			return sbx_err_sys(err, "pidfile", "create %s", path);
-		{
-			long pid = sbx_pidfile_read(path);
-			if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM))
-				return sbx_err_set(err, 0, "pidfile", "already running (pid %ld, %s)", pid, path);
-			log_warnx("removing stale pidfile %s (pid %ld is gone)", path, pid);
-			if (unlink(path) < 0 && errno != ENOENT)
-				return sbx_err_sys(err, "pidfile", "unlink stale %s", path);
+	/* The file appears complete or not at all: written under a private
+	 * name, then linked into place (link fails with EEXIST atomically). */
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.%ld.tmp", path, (long)getpid()) >= sizeof(tmp))
+		return sbx_err_set(err, 0, "pidfile", "pidfile path too long");
+	{
+		cleanup_close int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return sbx_err_sys(err, "pidfile", "create %s", tmp);
+		n = snprintf(buf, sizeof(buf), "%ld\n", (long)getpid());
+		if (write(fd, buf, (size_t)n) != n) {
+			unlink(tmp);
+			return sbx_err_sys(err, "pidfile", "write %s", tmp);
 		}
 	}
+	for (int attempt = 0; attempt < 2; attempt++) {
+		long pid;
+
+		if (link(tmp, path) == 0) {
+			unlink(tmp);
+			return 0;
+		}
+		if (errno != EEXIST) {
+			sbx_err_sys(err, "pidfile", "create %s", path);
+			unlink(tmp);
+			return -1;
+		}
+		pid = sbx_pidfile_read(path);
+		if (pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+			unlink(tmp);
+			return sbx_err_set(err, 0, "pidfile", "already running (pid %ld, %s)", pid, path);
+		}
+		log_warnx("removing stale pidfile %s (pid %ld is gone)", path, pid);
+		if (unlink(path) < 0 && errno != ENOENT) {
+			sbx_err_sys(err, "pidfile", "unlink stale %s", path);
+			unlink(tmp);
+			return -1;
+		}
+	}
+	unlink(tmp);
 	return sbx_err_set(err, 0, "pidfile", "%s: could not be created", path);
 }
 
@@ -141,6 +160,10 @@ void sbx_child_signals(void)
 	sigaction(SIGPIPE, &sa, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
+	/* a master killed outright must not leave children serving alone */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	if (getppid() == 1)
+		sbx_child_stop = 1;
 }
 
 struct slot {
@@ -171,7 +194,13 @@ static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot
 	pid_t pid = fork();
 
 	if (pid < 0) {
+		/* try again later, backing off like a child that died young */
 		log_warn("fork %s", r->name);
+		sl->pid = 0;
+		sl->restart_at_ms = mono_ms() + sl->delay_ms;
+		sl->delay_ms *= 2;
+		if (sl->delay_ms > sbx_cfg_int(cfg, "worker_restart_max_ms"))
+			sl->delay_ms = sbx_cfg_int(cfg, "worker_restart_max_ms");
 		return -1;
 	}
 	if (pid == 0) {

@@ -115,7 +115,8 @@ static int connect_now(sbx_mq *mq, sbx_err *err)
 		/* resume consuming after a reconnect */
 		char q[sizeof(mq->consume_queue)];
 		memcpy(q, mq->consume_queue, sizeof(q));
-		if (sbx_mq_consume(mq, q, mq->consume_prefetch, err) < 0) {
+		/* the broker may have lost the queue while we were away */
+		if (sbx_mq_declare_queue(mq, q, err) < 0 || sbx_mq_consume(mq, q, mq->consume_prefetch, err) < 0) {
 			drop(mq);
 			return -1;
 		}
@@ -270,8 +271,8 @@ int sbx_mq_consume(sbx_mq *mq, const char *queue, int prefetch, sbx_err *err)
 {
 	snprintf(mq->consume_queue, sizeof(mq->consume_queue), "%s", queue);
 	mq->consume_prefetch = prefetch;
-	if (!mq->up && connect_now(mq, err) < 0)
-		return -1;
+	if (!mq->up)
+		return connect_now(mq, err); /* which starts consuming */
 	amqp_basic_qos(mq->conn, CH, 0, (uint16_t)prefetch, 0);
 	if (reply_ok(amqp_get_rpc_reply(mq->conn), "basic.qos", err) < 0)
 		return -1;

@@ -1,0 +1,128 @@
+/* The provisioner: takes work from RabbitMQ. For now it answers pings on
+ * sbx.ping, which proves the whole path (queue, reply-to, request id in the
+ * log) before sandboxes exist.
+ *
+ * The broker may be down when we start or go away later: we never exit for
+ * that, we retry with back-off, so the master does not see a crash loop. */
+#include "config.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "daemon.h"
+#include "json.h"
+#include "log.h"
+#include "mq.h"
+#include "roles.h"
+
+#define RETRY_MIN_MS 500
+#define RETRY_MAX_MS 30000
+#define NEXT_WAIT_MS 1000 /* how long one wait for a message may delay a drain */
+
+/* (Re)connects from scratch: a fresh handle declares the queue before it
+ * consumes, so a broker that lost the queue gets it back. */
+static int consume_setup(sbx_mq **mq, const char *url, sbx_err *err)
+{
+	sbx_mq_close(*mq);
+	*mq = NULL;
+	if (sbx_mq_open(mq, url, err) < 0)
+		return -1;
+	if (sbx_mq_declare_queue(*mq, SBX_MQ_Q_PING, err) < 0)
+		return -1;
+	/* one message at a time: a drain then finishes at most one */
+	return sbx_mq_consume(*mq, SBX_MQ_Q_PING, 1, err);
+}
+
+static int answer_ping(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *err)
+{
+	cleanup_json json_t *reply = NULL;
+	char *body;
+	int r;
+
+	reply = json_pack("{s:b, s:s, s:i, s:s}", "ok", 1, "role", "provisioner", "pid", (int)getpid(),
+			  "node", node);
+	if (!reply)
+		return sbx_err_set(err, 0, "nomem", "building the pong");
+	body = json_dumps(reply, JSON_COMPACT);
+	if (!body)
+		return sbx_err_set(err, 0, "nomem", "encoding the pong");
+	r = sbx_mq_publish(mq, m->reply_to, body, strlen(body),
+			   &(struct sbx_mq_pub){ .correlation_id = m->correlation_id, .type = "pong" }, err);
+	free(body);
+	return r;
+}
+
+/* Handles one delivery. Returns < 0 only when the connection failed (the
+ * caller reconnects); a bad message is rejected, not fatal. */
+static int handle(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *err)
+{
+	cleanup_json json_t *body = NULL;
+	json_error_t jerr;
+	const char *why = NULL;
+
+	if (strcmp(m->type, "ping") != 0) {
+		why = "unknown message type";
+	} else if (!m->reply_to[0]) {
+		why = "no reply_to";
+	} else {
+		body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
+		/* a ping carries nothing: exactly {} */
+		if (!body || json_unpack_ex(body, &jerr, JSON_STRICT, "{}") < 0)
+			why = jerr.text;
+	}
+	if (why) {
+		log_warnx("rejecting message of type '%s' (%zu bytes): %s", m->type, m->len, why);
+		return sbx_mq_reject(mq, m->delivery_tag, 0, err);
+	}
+	if (answer_ping(mq, m, node, err) < 0)
+		return -1; /* not acked: the broker gives it to someone else */
+	log_info("ping answered");
+	return sbx_mq_ack(mq, m->delivery_tag, err);
+}
+
+int provisioner_run(const sbx_config *cfg, int index, void *ctx)
+{
+	const char *url = sbx_cfg_str(cfg, "amqp_url");
+	const char *node = worker_node_id(cfg);
+	long retry_ms = RETRY_MIN_MS;
+	bool ready = false;
+	sbx_mq *mq = NULL;
+
+	(void)ctx;
+	log_info("provisioner #%d started (node %s)", index, node);
+	while (!sbx_child_stop) {
+		sbx_err err = SBX_ERR_INIT;
+		sbx_mq_msg msg;
+		int r;
+
+		if (!ready) {
+			if (consume_setup(&mq, url, &err) < 0) {
+				log_warnx("%s; retrying in %ld ms", err.msg, retry_ms);
+				worker_sleep_ms(retry_ms);
+				retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+				continue;
+			}
+			ready = true;
+			retry_ms = RETRY_MIN_MS;
+			log_info("consuming %s", SBX_MQ_Q_PING);
+		}
+		r = sbx_mq_next(mq, NEXT_WAIT_MS, &msg, &err);
+		if (r == 0)
+			continue;
+		if (r < 0) {
+			log_warnx("%s; reconnecting", err.msg);
+			ready = false;
+			continue;
+		}
+		sbx_log_set_request_id(msg.request_id);
+		if (handle(mq, &msg, node, &err) < 0) {
+			log_warnx("%s; reconnecting", err.msg);
+			ready = false;
+		}
+		sbx_log_set_request_id(NULL);
+		sbx_mq_msg_free(&msg);
+	}
+	sbx_mq_close(mq);
+	log_info("provisioner #%d stopped", index);
+	return 0;
+}

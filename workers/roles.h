@@ -1,0 +1,21 @@
+/* The roles of sbx-worker. Each runs in its own child of the master
+ * (src/lib/daemon.c), one file per role; a role returns its exit status
+ * and must return soon after sbx_child_stop is set (drain). */
+#ifndef SBX_WORKER_ROLES_H
+#define SBX_WORKER_ROLES_H
+
+#include "settings.h"
+
+int provisioner_run(const sbx_config *cfg, int index, void *ctx);
+int node_run(const sbx_config *cfg, int index, void *ctx);
+int reaper_run(const sbx_config *cfg, int index, void *ctx);
+
+/* node_id from the config, or the host name when it is empty. The string
+ * is static and lives as long as the process. */
+const char *worker_node_id(const sbx_config *cfg);
+
+/* Sleeps up to ms, in short steps, returning early once sbx_child_stop is
+ * set, so a draining child never waits out a whole back-off. */
+void worker_sleep_ms(long ms);
+
+#endif
