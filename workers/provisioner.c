@@ -1,6 +1,7 @@
-/* The provisioner: takes work from RabbitMQ. For now it answers pings on
- * sbx.ping, which proves the whole path (queue, reply-to, request id in the
- * log) before sandboxes exist.
+/* The provisioner: takes work from its queue (sbx.provision). It answers
+ * pings, which prove the whole path (queue, reply-to, request id in the log),
+ * and refuses provision requests until a driver can run sandboxes, so a
+ * create ends 'failed' with a reason instead of hanging.
  *
  * The broker may be down when we start or go away later: we never exit for
  * that, we retry with back-off, so the master does not see a crash loop. */
@@ -11,6 +12,7 @@
 #include <unistd.h>
 #include "daemon.h"
 #include "json.h"
+#include "id.h"
 #include "log.h"
 #include "mq.h"
 #include "roles.h"
@@ -27,27 +29,26 @@ static int consume_setup(sbx_mq **mq, const char *url, sbx_err *err)
 	*mq = NULL;
 	if (sbx_mq_open(mq, url, err) < 0)
 		return -1;
-	if (sbx_mq_declare_queue(*mq, SBX_MQ_Q_PING, err) < 0)
+	if (sbx_mq_declare_queue(*mq, SBX_MQ_Q_PROVISION, err) < 0)
 		return -1;
 	/* one message at a time: a drain then finishes at most one */
-	return sbx_mq_consume(*mq, SBX_MQ_Q_PING, 1, err);
+	return sbx_mq_consume(*mq, SBX_MQ_Q_PROVISION, 1, err);
 }
 
-static int answer_ping(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *err)
+static int reply(sbx_mq *mq, const sbx_mq_msg *m, json_t *body_json /* stolen */, const char *type,
+		 sbx_err *err)
 {
-	cleanup_json json_t *reply = NULL;
+	cleanup_json json_t *j = body_json;
 	char *body;
 	int r;
 
-	reply = json_pack("{s:b, s:s, s:i, s:s}", "ok", 1, "role", "provisioner", "pid", (int)getpid(),
-			  "node", node);
-	if (!reply)
-		return sbx_err_set(err, 0, "nomem", "building the pong");
-	body = json_dumps(reply, JSON_COMPACT);
+	if (!j)
+		return sbx_err_set(err, 0, "nomem", "building a reply");
+	body = json_dumps(j, JSON_COMPACT);
 	if (!body)
-		return sbx_err_set(err, 0, "nomem", "encoding the pong");
+		return sbx_err_set(err, 0, "nomem", "encoding a reply");
 	r = sbx_mq_publish(mq, m->reply_to, body, strlen(body),
-			   &(struct sbx_mq_pub){ .correlation_id = m->correlation_id, .type = "pong" }, err);
+			   &(struct sbx_mq_pub){ .correlation_id = m->correlation_id, .type = type }, err);
 	free(body);
 	return r;
 }
@@ -58,25 +59,41 @@ static int handle(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *er
 {
 	cleanup_json json_t *body = NULL;
 	json_error_t jerr;
-	const char *why = NULL;
+	const char *why = NULL, *sandbox_id = NULL;
+	bool ping = !strcmp(m->type, "ping"), provision = !strcmp(m->type, "provision");
 
-	if (strcmp(m->type, "ping") != 0) {
+	if (!ping && !provision) {
 		why = "unknown message type";
 	} else if (!m->reply_to[0]) {
 		why = "no reply_to";
 	} else {
 		body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 		/* a ping carries nothing: exactly {} */
-		if (!body || json_unpack_ex(body, &jerr, JSON_STRICT, "{}") < 0)
+		if (!body || (ping && json_unpack_ex(body, &jerr, JSON_STRICT, "{}") < 0) ||
+		    (provision && json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &sandbox_id) < 0))
 			why = jerr.text;
+		else if (provision && !sbx_id_valid(sandbox_id))
+			why = "sandbox_id is not an id";
 	}
 	if (why) {
-		log_warnx("rejecting message of type '%s' (%zu bytes): %s", m->type, m->len, why);
+		log_warnx("rejecting message of type '%.32s' (%zu bytes): %s", m->type, m->len, why);
 		return sbx_mq_reject(mq, m->delivery_tag, 0, err);
 	}
-	if (answer_ping(mq, m, node, err) < 0)
-		return -1; /* not acked: the broker gives it to someone else */
-	log_info("ping answered");
+	if (ping) {
+		if (reply(mq, m,
+			  json_pack("{s:b, s:s, s:i, s:s}", "ok", 1, "role", "provisioner", "pid", (int)getpid(),
+				    "node", node),
+			  "pong", err) < 0)
+			return -1; /* not acked: the broker gives it to someone else */
+		log_info("ping answered");
+	} else {
+		if (reply(mq, m,
+			  json_pack("{s:b, s:s}", "ok", 0, "error",
+				    "no driver can run sandboxes on this install yet"),
+			  "provisioned", err) < 0)
+			return -1;
+		log_warnx("sandbox %s: refused: no driver can run sandboxes yet", sandbox_id);
+	}
 	return sbx_mq_ack(mq, m->delivery_tag, err);
 }
 
@@ -104,7 +121,7 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 			}
 			ready = true;
 			retry_ms = RETRY_MIN_MS;
-			log_info("consuming %s", SBX_MQ_Q_PING);
+			log_info("consuming %s", SBX_MQ_Q_PROVISION);
 		}
 		r = sbx_mq_next(mq, NEXT_WAIT_MS, &msg, &err);
 		if (r == 0)

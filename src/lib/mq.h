@@ -10,7 +10,8 @@
 
 #define SBX_MQ_EXCHANGE "sbx"          /* direct exchange for all work */
 #define SBX_MQ_Q_PROVISION "sbx.provision"
-#define SBX_MQ_Q_PING "sbx.ping"
+/* pings go to the provisioners' own queue: an answer proves they consume it */
+#define SBX_MQ_Q_PING SBX_MQ_Q_PROVISION
 
 typedef struct sbx_mq sbx_mq;
 
