@@ -49,6 +49,8 @@ const char *api_param(struct api_req *r, const char *name);
 void api_send_json(struct api_req *r, int status, json_t *body /* stolen */);
 void api_send_data(struct api_req *r, int status, const char *message, json_t *data /* stolen */);
 void api_send_error(struct api_req *r, const sbx_err *err);
+/* An error that still carries data (e.g. the id of a record left 'failed'). */
+void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data /* stolen */);
 void api_send_text(struct api_req *r, int status, const char *ctype, const char *text);
 /* Reads the whole body when it is at most `limit` bytes (413 otherwise). */
 int api_read_body(struct api_req *r, size_t limit, char **out, size_t *len, sbx_err *err);

@@ -396,7 +396,7 @@ void h_sandboxes_create(struct api_req *r)
 									     : "the work queue is unavailable");
 			mark_failed(r, id, reason);
 			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
-			api_send_error(r, &err);
+			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
 		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
@@ -406,7 +406,7 @@ void h_sandboxes_create(struct api_req *r)
 			json_decref(rep);
 			mark_failed(r, id, "provisioner sent a malformed reply");
 			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: malformed reply");
-			api_send_error(r, &err);
+			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
 		if (!ok) {
@@ -415,7 +415,7 @@ void h_sandboxes_create(struct api_req *r)
 			json_decref(rep);
 			mark_failed(r, id, reason);
 			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
-			api_send_error(r, &err);
+			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
 		if (sbx_db_query(&r->ctx->db, NULL, &err,

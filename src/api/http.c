@@ -88,11 +88,18 @@ void api_send_data(struct api_req *r, int status, const char *message, json_t *d
 
 void api_send_error(struct api_req *r, const sbx_err *err)
 {
+	api_send_error_data(r, err, NULL);
+}
+
+void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
+{
 	int status = err->http >= 400 && err->http <= 599 ? err->http : 500;
 	json_t *o;
 
-	if (r->answered)
+	if (r->answered) {
+		json_decref(data);
 		return;
+	}
 	if (status >= 500)
 		log_warnx("%s %s -> %d %s: %s", r->method, r->uri, status, err->code, err->msg);
 	o = json_object();
@@ -102,6 +109,8 @@ void api_send_error(struct api_req *r, const sbx_err *err)
 	else
 		json_object_set_new(o, "message", json_string(err->msg));
 	json_object_set_new(o, "code", json_string(err->code[0] ? err->code : "error"));
+	if (data)
+		json_object_set_new(o, "data", data);
 	if (status == 405) {
 		char allow[64], hdr[96];
 		char *s;

@@ -259,6 +259,8 @@ int sbx_route_match(const char *method, const char *uri, struct sbx_route_match 
 			if (take_id(&s[2], "snapshot", m->id, err) < 0)
 				return -1;
 			r = SBX_R_SNAPSHOT;
+		} else if (seg_is(&s[1], "regions") || seg_is(&s[1], "snapshots")) {
+			goto notfound; /* words, not ids: a deeper path under them does not exist */
 		} else {
 			if (take_id(&s[1], "sandbox", m->id, err) < 0)
 				return -1;
