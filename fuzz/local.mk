@@ -1,1 +1,37 @@
-# rules for fuzz
+# libFuzzer targets, built only with ./configure --enable-fuzzing CC=clang
+# (scripts/fuzz-smoke does that in build-fuzz/). The libsbx sources a target
+# exercises are compiled into it with $(FUZZ_FLAGS), so the parsers themselves
+# carry coverage and ASan/UBSan instrumentation; $(SBX_LIBS) resolves the rest.
+EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
+if FUZZING
+FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config
+noinst_PROGRAMS += $(FUZZ_TARGETS)
+
+fuzz_fuzz_json_body_SOURCES = fuzz/fuzz_json_body.c src/lib/json.c src/lib/err.c
+fuzz_fuzz_json_body_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_json_body_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_json_body_LDADD = $(SBX_LIBS)
+
+fuzz_fuzz_router_SOURCES = fuzz/fuzz_router.c src/lib/router.c src/lib/page.c src/lib/id.c \
+	src/lib/err.c
+fuzz_fuzz_router_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_router_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_router_LDADD = $(SBX_LIBS)
+
+fuzz_fuzz_query_SOURCES = fuzz/fuzz_query.c src/lib/page.c src/lib/err.c
+fuzz_fuzz_query_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_query_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_query_LDADD = $(SBX_LIBS)
+
+fuzz_fuzz_config_SOURCES = fuzz/fuzz_config.c src/lib/settings.c src/lib/log.c src/lib/err.c
+fuzz_fuzz_config_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_config_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_config_LDADD = $(SBX_LIBS)
+
+# Build just the fuzzers (not the daemons): make fuzz-targets
+fuzz-targets: $(FUZZ_TARGETS)
+else
+fuzz-targets:
+	@echo "fuzz-targets: configure with --enable-fuzzing CC=clang" >&2; exit 1
+endif
+.PHONY: fuzz-targets

@@ -109,5 +109,5 @@ long sbx_page_total_pages(long total, long limit)
 {
 	if (total <= 0 || limit <= 0)
 		return 0;
-	return (total + limit - 1) / limit;
+	return total / limit + (total % limit != 0); /* no overflow near LONG_MAX */
 }
