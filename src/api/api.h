@@ -70,6 +70,7 @@ void h_regions(struct api_req *r);
 void h_sandboxes_list(struct api_req *r);
 void h_sandboxes_create(struct api_req *r);
 void h_sandbox_get(struct api_req *r);
+void h_sandbox_wait(struct api_req *r);
 void h_sandbox_delete(struct api_req *r);
 
 #endif

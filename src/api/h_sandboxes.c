@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "api.h"
 #include "cleanup.h"
 #include "json.h"
@@ -126,6 +127,74 @@ void h_sandbox_get(struct api_req *r)
 		return;
 	}
 	api_send_data(r, 200, "Sandbox retrieved", s);
+}
+
+static bool settled(json_t *s)
+{
+	const char *st = json_string_value(json_object_get(s, "status"));
+	return st && (!strcmp(st, "ready") || !strcmp(st, "failed") || !strcmp(st, "destroyed") ||
+		      !strcmp(st, "paused"));
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Long-poll until ready or terminal: LISTEN first, then look, then sleep
+ * until a status change of this sandbox (or the deadline). */
+void h_sandbox_wait(struct api_req *r)
+{
+	sbx_err err = SBX_ERR_INIT;
+	char buf[16], payload[64];
+	long timeout = 60;
+	long long deadline;
+	json_t *s = NULL;
+	int q = sbx_query_get(r->m.query, "timeout", buf, sizeof(buf), &err);
+
+	if (q < 0 || (q == 1 && (strspn(buf, "0123456789") != strlen(buf) || !buf[0] || strlen(buf) > 4 ||
+				 (timeout = atol(buf)) > 300))) {
+		sbx_err_set(&err, 400, "invalid_query", "timeout must be an integer between 0 and 300");
+		api_send_error(r, &err);
+		return;
+	}
+	deadline = now_ms() + timeout * 1000;
+	if (sbx_db_listen(&r->ctx->db, "sbx_sandbox_status", &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	for (;;) {
+		long long left;
+		int w;
+
+		json_decref(s);
+		s = load_sandbox(r, r->m.id, &err);
+		if (!s || settled(s))
+			break;
+		left = deadline - now_ms();
+		if (left <= 0)
+			break;
+		/* any sandbox's change wakes us; only ours ends the wait */
+		while ((w = sbx_db_wait_notify(&r->ctx->db, (int)left, payload, sizeof(payload), &err)) == 1 &&
+		       strcmp(payload, r->m.id) != 0) {
+			left = deadline - now_ms();
+			if (left <= 0)
+				break;
+		}
+		if (w < 0) {
+			json_decref(s);
+			s = NULL;
+			break;
+		}
+	}
+	sbx_db_unlisten_all(&r->ctx->db);
+	if (!s) {
+		api_send_error(r, &err);
+		return;
+	}
+	api_send_data(r, 200, settled(s) ? "Sandbox settled" : "Still waiting: timeout reached", s);
 }
 
 /* ---- create ---- */

@@ -311,6 +311,7 @@ static const struct {
 	[SBX_R_REGIONS] = { .get = h_regions },
 	[SBX_R_SANDBOXES] = { .get = h_sandboxes_list, .post = h_sandboxes_create },
 	[SBX_R_SANDBOX] = { .get = h_sandbox_get, .del = h_sandbox_delete },
+	[SBX_R_SANDBOX_WAIT] = { .get = h_sandbox_wait },
 };
 
 static long long mono_us(void)

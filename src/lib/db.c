@@ -1,9 +1,17 @@
 #include "config.h"
+#include <poll.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "db.h"
 #include "log.h"
+
+static void quiet_notice(void *arg, const char *message)
+{
+	(void)arg;
+	log_debug("postgres: %s", message);
+}
 
 static int db_connect(sbx_db *db, sbx_err *err)
 {
@@ -29,6 +37,7 @@ static int db_connect(sbx_db *db, sbx_err *err)
 		db->conn = NULL;
 		return sbx_err_set(err, 503, "db_unavailable", "postgres unreachable: %s", msg);
 	}
+	PQsetNoticeProcessor(db->conn, quiet_notice, NULL);
 	return 0;
 }
 
@@ -136,4 +145,51 @@ void sbx_db_rollback(sbx_db *db)
 int sbx_db_is_unique_violation(const sbx_err *err)
 {
 	return strcmp(err->code, "db:23505") == 0;
+}
+
+int sbx_db_listen(sbx_db *db, const char *channel, sbx_err *err)
+{
+	char sql[128];
+
+	snprintf(sql, sizeof(sql), "LISTEN %s", channel);
+	return sbx_db_exec(db, NULL, err, sql, 0, NULL);
+}
+
+void sbx_db_unlisten_all(sbx_db *db)
+{
+	PGnotify *n;
+
+	if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+		return;
+	PQclear(PQexec(db->conn, "UNLISTEN *"));
+	/* drop what arrived meanwhile: the next request must not see it */
+	PQconsumeInput(db->conn);
+	while ((n = PQnotifies(db->conn)))
+		PQfreemem(n);
+}
+
+int sbx_db_wait_notify(sbx_db *db, int timeout_ms, char *payload, size_t psz, sbx_err *err)
+{
+	PGnotify *n;
+	struct pollfd p;
+
+	if (!db->conn)
+		return sbx_err_set(err, 503, "db_unavailable", "postgres connection lost");
+	n = PQnotifies(db->conn);
+	if (!n) {
+		p.fd = PQsocket(db->conn);
+		p.events = POLLIN;
+		if (p.fd < 0)
+			return sbx_err_set(err, 503, "db_unavailable", "postgres connection lost");
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return 0;
+		if (!PQconsumeInput(db->conn))
+			return sbx_err_set(err, 503, "db_unavailable", "postgres connection lost");
+		n = PQnotifies(db->conn);
+		if (!n)
+			return 0;
+	}
+	snprintf(payload, psz, "%s", n->extra);
+	PQfreemem(n);
+	return 1;
 }

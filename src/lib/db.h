@@ -29,6 +29,11 @@ int sbx_db_ping(sbx_db *db, sbx_err *err);
 int sbx_db_begin(sbx_db *db, sbx_err *err);
 int sbx_db_commit(sbx_db *db, sbx_err *err);
 void sbx_db_rollback(sbx_db *db);
+/* LISTEN on a channel (a fixed identifier, never input). */
+int sbx_db_listen(sbx_db *db, const char *channel, sbx_err *err);
+void sbx_db_unlisten_all(sbx_db *db);
+/* Waits up to timeout_ms for a notification: 1 (payload copied), 0 timeout, -1 error. */
+int sbx_db_wait_notify(sbx_db *db, int timeout_ms, char *payload, size_t psz, sbx_err *err);
 /* True when err came from a unique-constraint violation. */
 int sbx_db_is_unique_violation(const sbx_err *err);
 
