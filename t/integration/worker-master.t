@@ -136,7 +136,7 @@ ok $? "a second start with -d fails with 'already running' before detaching (rc 
 # ---- ping round trip; the stack's own worker may share the queue, so ask
 # until our provisioner is the one that answers ----
 PROV=$(started_pid "$T/a.log" provisioner)
-wait_for 15 in_log "$T/a.log" "consuming sbx.ping"
+wait_for 15 in_log "$T/a.log" "consuming sbx.provision"
 ok $? "the provisioner consumes sbx.ping"
 mine=""
 for i in $(seq 1 12); do
