@@ -377,8 +377,10 @@ def check_document(t, spec):
     t.ok(got == {"authorization", "x-api-key", "x-brimble-key"},
          "openapi.json: the three key headers are security schemes", "got %r" % sorted(got))
     env = spec.deref({"$ref": "#/components/schemas/Error"})
-    t.ok(set(env.get("properties", {})) == {"message", "code"} and env.get("additionalProperties") is False,
-         "openapi.json: the error shape is exactly {message, code}", json.dumps(env)[:300])
+    t.ok(set(env.get("properties", {})) == {"message", "code", "data"}
+         and set(env.get("required", [])) == {"message", "code"} and env.get("additionalProperties") is False,
+         "openapi.json: the error shape is {message, code} (+ optional data), nothing else",
+         json.dumps(env)[:300])
 
 
 def router_routes(router_h, router_c):
