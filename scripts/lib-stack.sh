@@ -162,7 +162,7 @@ MQ_ENV=(HOME="$S/rabbitmq/home"
 	RABBITMQ_ENABLED_PLUGINS_FILE="$S/rabbitmq/enabled_plugins"
 	RABBITMQ_PLUGINS_EXPAND_DIR="$S/rabbitmq/plugins-expand"
 	RABBITMQ_PID_FILE="$S/run/rabbitmq-beam.pid"
-	RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-start_epmd false")
+	RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS="-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}")
 
 mqctl() {
 	env "${MQ_ENV[@]}" "$MQBIN/rabbitmqctl" -n "$MQ_NODE" "$@"

@@ -346,7 +346,12 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	sbx_log_set_request_id(r.request_id);
 
 	if (sbx_route_match(r.method, r.uri, &r.m, &err) < 0) {
-		api_send_error(&r, &err);
+		/* a malformed id or path under a private resource: who asks comes first */
+		sbx_err aerr = SBX_ERR_INIT;
+		if (err.http == 400 && api_authenticate(&r, &aerr) < 0)
+			api_send_error(&r, &aerr);
+		else
+			api_send_error(&r, &err);
 		goto done;
 	}
 	switch (r.m.method) {

@@ -65,6 +65,17 @@ int sbx_json_parse_body(const char *buf, size_t len, int max_depth, bool allow_e
 	return 0;
 }
 
+/* Characters, not bytes: jansson has already checked the UTF-8. */
+static size_t utf8_chars(const char *s, size_t n)
+{
+	size_t c = 0;
+
+	for (size_t i = 0; i < n; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80)
+			c++;
+	return c;
+}
+
 static const char *type_word(enum sbx_jtype t)
 {
 	switch (t) {
@@ -129,6 +140,7 @@ int sbx_json_check(const json_t *obj, const struct sbx_jfield *spec, size_t n, c
 			l = json_string_length(val);
 			if (memchr(json_string_value(val), 0, l))
 				return field_err(err, where, f->name, "must not contain NUL bytes", NULL);
+			l = utf8_chars(json_string_value(val), l);
 			if (ranged && ((long long)l < f->min || (long long)l > f->max))
 				return sbx_err_set(err, 400, "invalid_field", "%s%s%s must be %lld to %lld characters long",
 						   where ? where : "", where ? "." : "", f->name, f->min, f->max);

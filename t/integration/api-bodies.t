@@ -1,0 +1,179 @@
+#!/bin/bash
+# POST /sandboxes body validation: every bad body answers 4xx and writes
+# nothing (checked by an independent count in Postgres); a valid body leaves
+# a failed record (no provisioner can run sandboxes yet); org limits -> 403.
+. "$(dirname "$0")/lib.sh"
+require_stack
+
+ORG=$(new_org it-body)
+KEY=$(new_key "$ORG")
+like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
+export REQ_AUTH="x-api-key: $KEY"
+
+count() { psql_q "SELECT count(*) FROM sandboxes WHERE org_id = '$ORG'"; }
+
+# bad MODE STATUS_RE MSG_RE BODY DESC: one bad create, then the DB checks:
+# the organisation's count is unchanged, and no row of any organisation
+# carries this request's id (the API stores it in sandboxes.request_id).
+bad() {
+	local mode=$1 st=$2 re=$3 body=$4 desc=$5 before rid
+	before=$(count)
+	rid="it-body-$RANDOM$RANDOM$RANDOM"
+	req $mode POST /sandboxes "$body" -H "X-Request-Id: $rid"
+	like "$STATUS" "^($st)\$" "$desc: $st"
+	error_shape "$re" "$desc"
+	is "$(count) $(psql_q "SELECT count(*) FROM sandboxes WHERE request_id = '$rid'")" "$before 0" \
+		"$desc: nothing written (SELECT count(*) FROM sandboxes)"
+}
+
+deep_arr=$(printf '[%.0s' {1..10000})$(printf ']%.0s' {1..10000})
+deep_obj='{"metadata":'$(printf '{"a":%.0s' {1..10000})1$(printf '}%.0s' {1..10000})'}'
+deep33='{"metadata":'$(printf '[%.0s' {1..40})$(printf ']%.0s' {1..40})'}'
+name65=$(printf 'n%.0s' {1..65})
+name65u=$(printf 'é%.0s' {1..65})
+name64u=$(printf 'é%.0s' {1..64})
+# 2 MiB: over api_max_json_body (1 MiB) and over nginx's client_max_body_size.
+big=$T_TMP/big.json
+{ printf '{"name":"'; head -c $((2 * 1024 * 1024)) /dev/zero | tr '\0' a; printf '"}'; } > "$big"
+# Just under 1 MiB: must reach validation (400 for the name), not 413.
+under=$T_TMP/under.json
+{ printf '{"name":"'; head -c 1000000 /dev/zero | tr '\0' a; printf '"}'; } > "$under"
+
+for mode in $MODES; do
+	T_SECTION=$mode
+
+	bad $mode 400 '.' '{"name":' "truncated JSON"
+	bad $mode 400 '.' '{name: "x"}' "unquoted key"
+	bad $mode 400 '.' '{"name":"x"} trailing' "trailing garbage"
+	bad $mode 400 '.' "{\"name\":\"a$(printf '\xff')b\"}" "invalid UTF-8"
+	bad $mode 400 '.' '[]' "array body"
+	bad $mode 400 '.' '[{"name":"x"}]' "array of objects"
+	bad $mode 400 '.' '"sandbox"' "string body"
+	bad $mode 400 '.' '42' "number body"
+	bad $mode 400 '.' 'null' "null body"
+	bad $mode 400 'name' '{"name":5}' "name: number"
+	bad $mode 400 'specs\.memory' '{"specs":{"memory":"512"}}' "specs.memory: string"
+	bad $mode 400 'specs\.cpu' '{"specs":{"cpu":1.5}}' "specs.cpu: float"
+	bad $mode 400 'specs' '{"specs":[1]}' "specs: array"
+	bad $mode 400 'env' '{"env":{"A":1}}' "env value: number"
+	bad $mode 400 'metadata' '{"metadata":"x"}' "metadata: string"
+	bad $mode 400 'autoDestroy' '{"autoDestroy":"yes"}' "autoDestroy: string"
+	bad $mode 400 'timeout' '{"timeout":"60"}' "timeout: string"
+	bad $mode 400 '[Dd]uplicate|name' '{"name":"a","name":"b"}' "duplicate key"
+	bad $mode 400 '.' '{"specs":{"cpu":100,"cpu":200}}' "duplicate nested key"
+	bad $mode 400 '.' "$deep_arr" "10000-deep array"
+	bad $mode 400 '.' "$deep_obj" "10000-deep objects in metadata"
+	bad $mode 400 '.' "$deep33" "40-deep (over 32) in metadata"
+	bad $mode 400 '^Unknown field: bogus$' '{"bogus":1}' "unknown field"
+	bad $mode 400 'Unknown field: (specs\.)?gpu' '{"specs":{"gpu":1}}' "unknown nested field"
+	bad $mode 400 '.' '{"name":""}' "empty name"
+	bad $mode 400 '.' "{\"name\":\"$name65\"}" "65-character name"
+	bad $mode 400 '.' "{\"name\":\"$name65u\"}" "65-character name of 2-byte characters"
+	bad $mode 400 'debian-12' '{"template":"nope"}' "unknown template (lists debian-12)"
+	bad $mode 400 'open|deny_all|[Ee]gress' '{"egress":{"mode":"open"}}' "egress open"
+	bad $mode 400 'restricted|deny_all|[Ee]gress' '{"egress":{"mode":"restricted","allow":["127.0.0.1"]}}' "egress restricted"
+	bad $mode 400 '.' '{"egress":{"mode":"sideways"}}' "egress mode unknown"
+	bad $mode 400 'blockOutbound|egress' '{"egress":{"mode":"deny_all"},"blockOutbound":true}' "egress + blockOutbound"
+	bad $mode 400 'cpu' '{"specs":{"cpu":0}}' "cpu 0"
+	bad $mode 400 'cpu' '{"specs":{"cpu":2001}}' "cpu 2001"
+	bad $mode 400 'memory' '{"specs":{"memory":0}}' "memory 0"
+	bad $mode '400|403' '[Mm]emory' '{"specs":{"memory":4096}}' "memory 4096"
+	bad $mode 400 'disk' '{"specs":{"disk":6}}' "disk 6"
+	bad $mode 400 'destroyTimeout' '{"autoDestroy":true,"destroyTimeout":"2h"}' "destroyTimeout 2h"
+	bad $mode 400 'timeout' '{"timeout":59}' "timeout 59"
+	bad $mode 400 'timeout' '{"timeout":86401}' "timeout 86401"
+	bad $mode 400 '[Nn]ot supported' '{"persistent":true,"persistentDiskGB":10}' "persistent"
+	bad $mode 400 '[Nn]ot supported' "{\"volumeId\":\"$(random_id)\"}" "volumeId"
+	bad $mode 400 '[Nn]ot supported' "{\"fromSnapshot\":\"$(random_id)\"}" "fromSnapshot"
+	bad $mode 400 '[Nn]ot supported' '{"snapshotMode":"manual"}' "snapshotMode"
+	bad $mode 400 '[Rr]egion' '{"region":"mars"}' "unknown region"
+	bad $mode 400 'name' "@$under" "1 MB name (under the body limit: validation, not 413)"
+	bad $mode 413 '.' "@$big" "2 MiB body"
+	like "$(hdr X-Request-Id)" '.' "2 MiB body: X-Request-Id on the 413"
+	ok is_json "2 MiB body: the 413 is JSON"
+
+	# The API is still healthy after all that.
+	REQ_AUTH= req $mode GET /healthz
+	is "$STATUS" 200 "healthz 200 after the bad bodies"
+done
+
+# FastCGI only: the declared length decides before anything is read.
+T_SECTION=fcgi
+FCGI_EXTRA=(-p CONTENT_LENGTH=5000000)
+bad fcgi 413 '.' '{"name":"x"}' "CONTENT_LENGTH 5000000 with a small body"
+FCGI_EXTRA=(-p CONTENT_LENGTH=abc)
+bad fcgi '400|411|413' '.' '{"name":"x"}' "CONTENT_LENGTH abc"
+FCGI_EXTRA=(-p CONTENT_LENGTH=-1)
+bad fcgi '400|411|413' '.' '{"name":"x"}' "CONTENT_LENGTH -1"
+FCGI_EXTRA=(-p CONTENT_LENGTH=100)
+bad fcgi 400 '.' '{"name":"x"}' "CONTENT_LENGTH longer than the body"
+FCGI_EXTRA=()
+
+# A valid create: no provisioner can run a sandbox yet, so 503 and a failed
+# record that GET shows; DELETE is 204, twice.
+for mode in $MODES; do
+	T_SECTION=$mode
+	tag="t$RANDOM$RANDOM"
+	before=$(count)
+	req $mode POST /sandboxes "{\"name\":\"it-ok-$mode\",\"metadata\":{\"tag\":\"$tag\"},\"specs\":{\"cpu\":500,\"memory\":256,\"disk\":1}}" \
+		-H "X-Request-Id: it-ok-$tag"
+	is "$STATUS" 503 "valid create: 503 (provisioning cannot succeed yet)"
+	error_shape '.' "valid create"
+	is "$(count)" "$((before + 1))" "valid create: one record written"
+	id=$(psql_q "SELECT id FROM sandboxes WHERE org_id = '$ORG' AND metadata->>'tag' = '$tag'")
+	like "$id" '^[0-9a-f]{24}$' "the record is in the database"
+	is "$(psql_q "SELECT status FROM sandboxes WHERE id = '$id'")" failed "its status is failed"
+	is "$(psql_q "SELECT request_id FROM sandboxes WHERE id = '$id'")" "it-ok-$tag" "it records the request id"
+	req $mode GET "/sandboxes?metadata.tag=$tag"
+	is "$(j -r '[.data.data[].id] | join(",")')" "$id" "the list finds it by metadata"
+	req $mode GET "/sandboxes/$id"
+	is "$STATUS" 200 "GET the failed sandbox: 200"
+	is "$(j -r .data.status)" failed "GET: status failed"
+	like "$(j -r '.data.failure_reason // ""')" '.' "GET: failure_reason says why"
+	is "$(j -r .data.name)" "it-ok-$mode" "GET: name"
+	is "$(j -cS .data.specs)" '{"cpu":500,"disk":1,"memory":256}' "GET: specs"
+	is "$(j -c .data.metadata)" "{\"tag\":\"$tag\"}" "GET: metadata"
+	req $mode DELETE "/sandboxes/$id"
+	is "$STATUS" 204 "DELETE: 204"
+	is "$BODY" "" "DELETE: no body"
+	req $mode DELETE "/sandboxes/$id"
+	is "$STATUS" 204 "DELETE again: 204"
+	req $mode DELETE "/sandboxes/$(random_id)"
+	is "$STATUS" 404 "DELETE unknown id: 404"
+
+	# "1..64 chars" are characters, not bytes: 64 two-byte characters are a valid name.
+	before=$(count)
+	req $mode POST /sandboxes "{\"name\":\"$name64u\"}"
+	is "$STATUS" 503 "name of 64 two-byte characters (128 bytes) is valid: 503 from provisioning"
+	is "$(count)" "$((before + 1))" "... and its record was written"
+done
+
+# Org limits: 403 naming the limit, nothing written.
+T_SECTION=""
+admin org limits "$ORG" --max-sandboxes 0 > /dev/null 2>&1
+ok $? "sbx-admin org limits --max-sandboxes 0"
+for mode in $MODES; do
+	bad $mode 403 '[Ss]andbox limit|max_sandboxes|concurrent' '{"name":"x"}' "[$mode] max_sandboxes 0"
+done
+# Failed records count against no quota: with max 1 and only failed ones, create still tries.
+admin org limits "$ORG" --max-sandboxes 1 > /dev/null 2>&1
+req fcgi POST /sandboxes '{"name":"it-quota"}'
+is "$STATUS" 503 "max_sandboxes 1 with only failed records: provisioning is tried (503)"
+live=$(random_id)
+psql_q "INSERT INTO sandboxes (id, org_id, name, template, status, region, cpu, memory_mb, disk_gb,
+	idle_timeout_s, expires_at) VALUES ('$live', '$ORG', 'it-live', 'debian-12', 'ready', 'local',
+	1000, 512, 1, 1800, now() + interval '1 hour')" > /dev/null
+for mode in $MODES; do
+	bad $mode 403 '[Ss]andbox limit|max_sandboxes|concurrent' '{"name":"x"}' "[$mode] one ready sandbox, max 1"
+done
+psql_q "UPDATE sandboxes SET status = 'destroyed', destroyed_at = now() WHERE id = '$live'" > /dev/null
+admin org limits "$ORG" --max-sandboxes 10 --max-memory-mb 256 > /dev/null 2>&1
+ok $? "sbx-admin org limits --max-memory-mb 256"
+for mode in $MODES; do
+	bad $mode 403 '[Mm]emory' '{"specs":{"memory":512}}' "[$mode] memory 512 over max_memory_mb 256"
+done
+req fcgi POST /sandboxes '{"specs":{"memory":256}}'
+is "$STATUS" 503 "memory 256 at max_memory_mb 256: allowed (503 from provisioning)"
+
+psql_q "DELETE FROM sandboxes WHERE org_id = '$ORG'" > /dev/null
+finish

@@ -1,0 +1,94 @@
+#!/bin/bash
+# Postgres and RabbitMQ restarted under the running API: /healthz names the
+# missing part (503) while it is down, and every API child reconnects after.
+. "$(dirname "$0")/lib.sh"
+require_stack
+
+for f in sbx_pg_stop sbx_pg_start sbx_mq_stop sbx_mq_start; do
+	declare -F $f > /dev/null || bail "scripts/stack-env does not define $f"
+done
+
+# Whatever happens, the shared stack gets its parts back.
+pg_down=0 mq_down=0
+restore() {
+	[ $pg_down = 1 ] && { sbx_pg_start > /dev/null 2>&1; pg_down=0; }
+	[ $mq_down = 1 ] && { sbx_mq_start > /dev/null 2>&1; mq_down=0; }
+}
+trap 'rc=$?; restore; t_end $rc' EXIT
+
+children=$(conf_get api_children)
+[[ $children =~ ^[0-9]+$ ]] || children=8
+# More requests than children: each child must have reconnected on its own.
+nreq=$((children * 3))
+
+healthy() { REQ_AUTH= req fcgi GET /healthz; [ "$STATUS" = 200 ]; }
+down_named() { REQ_AUTH= req fcgi GET /healthz; [ "$STATUS" = 503 ] && [ "$(j -r ".data.$1")" = down ]; }
+
+# all_ok MODE PATH: nreq requests, every one 200.
+all_ok() {
+	local i bad=0 mode=$1 path=$2
+	for ((i = 0; i < nreq; i++)); do
+		req $mode GET "$path"
+		[ "$STATUS" = 200 ] || { bad=$((bad + 1)); diag "request $i: $STATUS $(printf '%s' "$BODY" | head -c 200)"; }
+	done
+	[ $bad = 0 ]
+}
+
+ok healthy "healthz 200 before"
+
+for part in postgres rabbitmq; do
+	T_SECTION=$part
+	if [ $part = postgres ]; then
+		pg_down=1
+		sbx_pg_stop > "$T_TMP/stop.log" 2>&1
+	else
+		mq_down=1
+		sbx_mq_stop > "$T_TMP/stop.log" 2>&1
+	fi
+	ok $? "$part stopped" || diag "$(tail -n 5 "$T_TMP/stop.log")"
+
+	# The API notices (bounded: a child may first have to see its connection fail).
+	wait_until 30 down_named $part
+	ok $? "healthz reports $part down within 30 s"
+	for mode in $MODES; do
+		REQ_AUTH= req $mode GET /healthz
+		is "$STATUS" 503 "[$mode] healthz 503 while $part is down"
+		like "$(j -r .message)" "$part" "[$mode] healthz message names $part"
+		is "$(j -r ".data.$part")" down "[$mode] healthz data.$part is down"
+		like "$(hdr X-Request-Id)" '.' "[$mode] the 503 has an X-Request-Id"
+	done
+	other=$([ $part = postgres ] && echo rabbitmq || echo postgres)
+	is "$(j -r ".data.$other")" ok "healthz data.$other still ok"
+	if [ $part = postgres ]; then
+		# Auth needs the database: an error answer, never a hang or a crash.
+		req fcgi GET /sandboxes
+		like "$STATUS" '^(500|503)$' "an authenticated request while Postgres is down: 5xx"
+		ok is_json "... with a JSON body"
+	fi
+
+	t0=$SECONDS
+	if [ $part = postgres ]; then
+		sbx_pg_start > "$T_TMP/start.log" 2>&1
+	else
+		sbx_mq_start > "$T_TMP/start.log" 2>&1
+	fi
+	rc=$?
+	ok $rc "$part started again" || diag "$(tail -n 5 "$T_TMP/start.log")"
+	[ $part = postgres ] && pg_down=0 || mq_down=0
+
+	wait_until 60 healthy
+	ok $? "healthz 200 again within 60 s (took $((SECONDS - t0)) s)"
+	for mode in $MODES; do
+		all_ok $mode /sandboxes
+		ok $? "[$mode] $nreq authenticated requests after $part came back: all 200"
+	done
+	if [ $part = rabbitmq ]; then
+		# Request/reply over RabbitMQ works again from every child (and the worker).
+		wait_until 60 eval 'REQ_AUTH= req fcgi GET "/healthz?workers=1"; [ "$STATUS" = 200 ]'
+		ok $? "healthz?workers=1 200 again within 60 s"
+		REQ_AUTH= all_ok fcgi '/healthz?workers=1'
+		ok $? "$nreq healthz?workers=1 after rabbitmq came back: all 200"
+	fi
+done
+
+finish

@@ -1,0 +1,382 @@
+# Shared helpers of the integration tests (bash; sourced, never run).
+#
+# - the stack's environment (scripts/stack-env, or the contract's defaults);
+# - TAP: plan, ok, is, isnt, like, unlike, diag, skip, finish;
+# - req MODE METHOD PATH [BODY] [-H 'Name: value']...: one request either
+#   through nginx over HTTPS (MODE=nginx) or straight to sbx-api's FastCGI
+#   socket with t/fcgi/fcgi-req (MODE=fcgi), so nginx's normalisation cannot
+#   hide a bug. Sets STATUS, BODY and HDRS; `hdr NAME` reads one header.
+# - keys and organisations through sbx-admin; psql_q for independent checks.
+#
+# Tests do not use `set -e`: a failing check must be reported and the test
+# must go on to the next one.
+
+SBX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+if [ -f "$SBX_REPO/scripts/stack-env" ]; then
+	# shellcheck source=/dev/null
+	. "$SBX_REPO/scripts/stack-env"
+fi
+# The contract's values, for whatever stack-env did not set.
+: "${SBX_STACK_DIR:=$SBX_REPO/.stack}"
+: "${SBX_BUILD:=$SBX_REPO/build}"
+: "${SBX_CONF:=$SBX_STACK_DIR/sbx.conf}"
+: "${SBX_URL:=https://127.0.0.1:8443}"
+: "${SBX_CACERT:=$SBX_STACK_DIR/tls/ca.pem}"
+: "${SBX_API_SOCKET:=$SBX_STACK_DIR/run/api.sock}"
+: "${SBX_ADMIN:=$SBX_BUILD/src/cli/sbx-admin}"
+: "${SBX_API_BIN:=$SBX_BUILD/src/api/sbx-api}"
+: "${SBX_WORKER_BIN:=$SBX_BUILD/workers/sbx-worker}"
+if [ -z "${SBX_KEY:-}" ] && [ -r "$SBX_STACK_DIR/api-key" ]; then
+	SBX_KEY=$(tr -d ' \n' < "$SBX_STACK_DIR/api-key")
+fi
+export SBX_STACK_DIR SBX_BUILD SBX_CONF SBX_URL SBX_CACERT SBX_API_SOCKET SBX_KEY
+
+MODES=${SBX_TEST_MODES:-nginx fcgi}
+FCGI_EXTRA=()
+T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sbx-it.XXXXXX")
+T_PLANNED=""
+T_N=0
+T_FAILED=0
+T_SECTION=""
+
+# ---- TAP ----------------------------------------------------------------
+
+plan() { T_PLANNED=$1; echo "1..$1"; }
+
+diag() {
+	local l
+	while IFS= read -r l; do printf '# %s\n' "$l"; done <<< "$*"
+}
+
+# Shows the last response after a failed check: what the server really did.
+t_show_last() {
+	[ -n "${STATUS:-}" ] || return 0
+	diag "last request: ${REQ_LINE:0:200} -> $STATUS"
+	diag "headers: $(printf '%s' "${HDRS:-}" | tr '\n' '|' | cut -c1-400)"
+	diag "body: $(printf '%s' "${BODY:-}" | head -c 600)"
+}
+
+t_result() {
+	local pass=$1 msg=$2
+	T_N=$((T_N + 1))
+	if [ "$pass" = 1 ]; then
+		echo "ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg"
+		return 0
+	fi
+	echo "not ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg"
+	T_FAILED=$((T_FAILED + 1))
+	return 1
+}
+
+# ok COND MSG: COND is either a number (an exit status: 0 passes, so
+# `cmd; ok $? msg` works) or a shell expression evaluated now (`ok '[ -s f ]' msg`).
+ok() {
+	local cond=$1 msg=$2 pass=0
+	if [[ $cond =~ ^[0-9]+$ ]]; then
+		[ "$cond" = 0 ] && pass=1
+	elif eval "$cond"; then
+		pass=1
+	fi
+	t_result $pass "$msg" && return 0
+	diag "condition: $cond"
+	t_show_last
+	return 1
+}
+
+is() {
+	local got=$1 want=$2 msg=$3
+	if [ "$got" = "$want" ]; then
+		t_result 1 "$msg"
+		return 0
+	fi
+	t_result 0 "$msg"
+	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
+	diag "expected: '$want'"
+	t_show_last
+	return 1
+}
+
+isnt() {
+	local got=$1 notwant=$2 msg=$3
+	if [ "$got" != "$notwant" ]; then
+		t_result 1 "$msg"
+		return 0
+	fi
+	t_result 0 "$msg"
+	diag "got '$got', which it must not be"
+	t_show_last
+	return 1
+}
+
+# like GOT REGEX MSG (bash extended regular expression)
+like() {
+	local got=$1 re=$2 msg=$3
+	if [[ $got =~ $re ]]; then
+		t_result 1 "$msg"
+		return 0
+	fi
+	t_result 0 "$msg"
+	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
+	diag "expected to match: /$re/"
+	t_show_last
+	return 1
+}
+
+unlike() {
+	local got=$1 re=$2 msg=$3
+	if ! [[ $got =~ $re ]]; then
+		t_result 1 "$msg"
+		return 0
+	fi
+	t_result 0 "$msg"
+	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
+	diag "expected NOT to match: /$re/"
+	t_show_last
+	return 1
+}
+
+skip() {
+	local n=$1 why=$2 i
+	for ((i = 0; i < n; i++)); do
+		T_N=$((T_N + 1))
+		echo "ok $T_N # SKIP $why"
+	done
+}
+
+bail() {
+	echo "Bail out! $*"
+	exit 255
+}
+
+# t_end [STATUS]: the EXIT trap. A test that sets its own trap runs its
+# clean-up first and passes the status it saw: trap 'rc=$?; ...; t_end $rc' EXIT
+t_end() {
+	local rc=$?
+	[ $# -gt 0 ] && rc=$1
+	rm -rf "$T_TMP"
+	if [ -n "$T_PLANNED" ] && [ "$T_N" != "$T_PLANNED" ]; then
+		diag "planned $T_PLANNED tests but ran $T_N"
+		[ $rc = 0 ] && rc=255
+	fi
+	exit $rc
+}
+trap t_end EXIT
+
+# finish: prints the plan when `plan` was not called (a test that dies
+# before this has no plan, which TAP reports as an error); the exit status
+# says whether everything passed.
+finish() {
+	if [ -z "$T_PLANNED" ]; then
+		T_PLANNED=$T_N
+		echo "1..$T_N"
+	fi
+	if [ "$T_FAILED" -gt 0 ]; then
+		diag "failed $T_FAILED of $T_N"
+		exit 1
+	fi
+	exit 0
+}
+
+# ---- the stack ----------------------------------------------------------
+
+# conf_get NAME: a setting of the stack's sbx.conf (last one wins).
+conf_get() {
+	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*//p" "$SBX_CONF" | tail -n1 | sed 's/[[:space:]]*$//'
+}
+
+api_log() {
+	local f
+	f=$(conf_get log_file)
+	[ -n "$f" ] || f=${SBX_LOG:-$SBX_STACK_DIR/logs/sbx.log}
+	echo "$f"
+}
+
+worker_log() {
+	local f="" c
+	# The worker may have a config of its own; otherwise it shares sbx.conf.
+	for c in "$SBX_STACK_DIR/worker.conf" "$SBX_CONF"; do
+		if [ -f "$c" ]; then
+			f=$(sed -n 's/^[[:space:]]*log_file[[:space:]]*=[[:space:]]*//p' "$c" | tail -n1)
+			[ -n "$f" ] && break
+		fi
+	done
+	echo "$f"
+}
+
+# The FastCGI client: the build's, else compiled here from its source (so
+# the tests work before t/fcgi/local.mk is part of the build).
+fcgi_client() {
+	local b=$SBX_BUILD/t/fcgi/fcgi-req src=$SBX_REPO/t/fcgi/fcgi-req.c own=$SBX_STACK_DIR/bin/fcgi-req
+	if [ -x "$b" ] && [ "$b" -nt "$src" ]; then
+		echo "$b"
+		return 0
+	fi
+	if [ ! -x "$own" ] || [ "$src" -nt "$own" ]; then
+		mkdir -p "$SBX_STACK_DIR/bin" &&
+		cc -O1 -g -Wall -Wextra -D_GNU_SOURCE -I"$SBX_REPO/src/lib" -o "$own.tmp" "$src" >&2 &&
+		mv "$own.tmp" "$own" || return 1
+	fi
+	echo "$own"
+}
+
+# require_stack: stop the test (it cannot pass) when the stack is not up.
+require_stack() {
+	FCGI_REQ=$(fcgi_client) || bail "cannot build t/fcgi/fcgi-req"
+	[ -S "$SBX_API_SOCKET" ] || bail "no API socket at $SBX_API_SOCKET: is the stack up (scripts/stack-up)?"
+	[ -n "$SBX_KEY" ] || bail "no API key (SBX_KEY or $SBX_STACK_DIR/api-key)"
+	[ -f "$SBX_CONF" ] || bail "no config at $SBX_CONF"
+	command -v curl > /dev/null || bail "curl is missing"
+	command -v jq > /dev/null || bail "jq is missing"
+}
+
+# ---- requests -----------------------------------------------------------
+
+# req MODE METHOD PATH [BODY] [-H 'Name: value']...
+#   MODE: nginx (curl over HTTPS, --path-as-is) or fcgi (fcgi-req on the
+#   socket). BODY "@FILE" sends a file. Unless REQ_AUTH is set (possibly to
+#   the empty string: no key at all), the stack's key goes in
+#   "Authorization: Bearer". A JSON Content-Type goes with every body unless
+#   a -H gives one. Sets STATUS (000 when no response came), BODY, HDRS.
+#   FCGI_EXTRA (an array) adds fcgi-req arguments, e.g. (-p CONTENT_LENGTH=9).
+req() {
+	local mode=$1 method=$2 path=$3 body="" has_body=0 h ctype=0 auth
+	shift 3
+	if [ $# -gt 0 ] && [ "$1" != -H ]; then
+		body=$1
+		has_body=1
+		shift
+	fi
+	local -a hs=()
+	while [ $# -gt 0 ]; do
+		[ "$1" = -H ] && [ $# -ge 2 ] || { echo "req: bad arguments: $*" >&2; return 2; }
+		hs+=("$2")
+		[[ ${2,,} == content-type:* ]] && ctype=1
+		shift 2
+	done
+	auth=${REQ_AUTH-"Authorization: Bearer $SBX_KEY"}
+	[ -n "$auth" ] && hs+=("$auth")
+	[ $has_body = 1 ] && [ $ctype = 0 ] && hs+=("Content-Type: application/json")
+	REQ_LINE="$mode $method $path"
+	STATUS=000 BODY="" HDRS=""
+	local out=$T_TMP/out hfile=$T_TMP/hdrs rc
+	rm -f "$out" "$hfile"
+	local -a args=()
+	if [ "$mode" = nginx ]; then
+		for h in "${hs[@]}"; do args+=(-H "$h"); done
+		if [ $has_body = 1 ]; then
+			if [[ $body == @* ]]; then args+=(--data-binary "$body"); else args+=(--data-binary "@-"); fi
+		fi
+		# --path-as-is: `..` and `//` reach nginx raw, as an attacker sends them.
+		printf '%s' "$body" | curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 \
+			-X "$method" -D "$hfile" -o "$out" "${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err"
+		rc=$?
+		if [ -s "$hfile" ]; then
+			# The last header block (after any "100 Continue").
+			HDRS=$(tr -d '\r' < "$hfile" | awk '/^HTTP\//{b=""} {b=b $0 "\n"} END{printf "%s", b}')
+			STATUS=$(printf '%s\n' "$HDRS" | head -n1 | awk '{print $2}')
+			HDRS=$(printf '%s\n' "$HDRS" | sed '1d;/^$/d')
+		fi
+		[ -f "$out" ] && BODY=$(cat "$out")
+		[ $rc = 0 ] || REQ_ERR="curl exit $rc: $(cat "$T_TMP/err")"
+	elif [ "$mode" = fcgi ]; then
+		for h in "${hs[@]}"; do args+=(-H "$h"); done
+		if [ $has_body = 1 ]; then
+			if [[ $body == @* ]]; then args+=(-f "${body#@}"); else args+=(-d "$body"); fi
+		fi
+		"$FCGI_REQ" -t 60 -s "$SBX_API_SOCKET" -m "$method" -u "$path" "${args[@]}" "${FCGI_EXTRA[@]}" \
+			> "$out" 2> "$T_TMP/err"
+		rc=$?
+		if [ $rc = 0 ]; then
+			local line
+			{
+				IFS= read -r line
+				line=${line%$'\r'}
+				STATUS=$(awk '{print $2}' <<< "$line")
+				while IFS= read -r line; do
+					line=${line%$'\r'}
+					[ -z "$line" ] && break
+					HDRS+="$line"$'\n'
+				done
+				BODY=$(cat)
+			} < "$out"
+			HDRS=${HDRS%$'\n'}
+		else
+			REQ_ERR="fcgi-req exit $rc: $(cat "$T_TMP/err")"
+		fi
+	else
+		echo "req: unknown mode $mode" >&2
+		return 2
+	fi
+	[ "$STATUS" = 000 ] && diag "${REQ_LINE:0:200}: no response: ${REQ_ERR:0:300}"
+	return 0
+}
+
+# hdr NAME: the value of response header NAME (case-insensitive; the first).
+hdr() {
+	local n=${1,,} line
+	while IFS= read -r line; do
+		if [[ ${line,,} == "$n":* ]]; then
+			line=${line#*:}
+			line=${line#"${line%%[![:space:]]*}"}
+			printf '%s' "$line"
+			return 0
+		fi
+	done <<< "$HDRS"
+	return 1
+}
+
+# j FILTER: jq on the last body ("" when the body is not JSON).
+j() { printf '%s' "$BODY" | jq -r "$@" 2> /dev/null; }
+
+# is_json: the last body is one JSON value.
+is_json() { printf '%s' "$BODY" | jq -e . > /dev/null 2>&1; }
+
+# error_shape MSG_REGEX DESC: the body is the error envelope {"message": ...}
+# with a message matching MSG_REGEX, and the response is JSON.
+error_shape() {
+	local re=$1 desc=$2
+	like "$(j 'if type=="object" and (.message|type)=="string" then .message else "<not an error envelope>" end')" \
+		"$re" "$desc: message /$re/"
+}
+
+# ---- database, organisations, keys --------------------------------------
+
+# psql_q SQL: one query in the stack's database; unaligned tuples only.
+psql_q() {
+	local url=${SBX_DB_URL:-}
+	[ -n "$url" ] || url=$(conf_get db_url)
+	PGCONNECT_TIMEOUT=10 psql -X -q -A -t -v ON_ERROR_STOP=1 "$url" -c "$1"
+}
+
+admin() { "$SBX_ADMIN" -c "$SBX_CONF" "$@"; }
+
+# uniq_name PREFIX: an organisation name no other run used.
+uniq_name() { echo "$1-$(date +%s)-$$-$RANDOM"; }
+
+# new_org PREFIX: creates an organisation; prints its id.
+new_org() { admin org create "$(uniq_name "$1")" 2> "$T_TMP/admin.err" | tr -d ' \n'; }
+
+# new_key ORG: issues a key; prints the token.
+new_key() { admin key issue "$1" 2> "$T_TMP/admin.err" | tr -d ' \n'; }
+
+# key_id_of_token ORG TOKEN: the id of a key from `key list` (matched by prefix).
+key_id_of_token() {
+	local org=$1 tok=$2
+	admin key list "$org" 2> /dev/null | awk -v t="$tok" 'NR > 1 && index(t, $2) == 1 {print $1}' | tail -n1
+}
+
+# A well-formed id that does not exist.
+random_id() { od -An -tx1 -N12 /dev/urandom | tr -d ' \n'; }
+
+# wait_until SECONDS CMD...: polls CMD every 0.2 s; fails after SECONDS.
+wait_until() {
+	local secs=$1 deadline
+	shift
+	deadline=$((SECONDS + secs))
+	until "$@"; do
+		[ $SECONDS -lt $deadline ] || return 1
+		sleep 0.2
+	done
+	return 0
+}

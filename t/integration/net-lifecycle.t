@@ -1,0 +1,84 @@
+#!/bin/bash
+# Node setup is idempotent; destroy leaves nothing (checked by an independent
+# listing: ip netns, ip link, nft list table, ip neigh) and can be repeated; a
+# create that fails half-way (a real collision, a real nft failure) undoes
+# what it made and nothing else; 20 concurrent creates get distinct
+# addresses; net_list finds partial leftovers. All in test namespaces
+# (t/net/net-lib.sh).
+. "$(dirname "$0")/lib.sh"
+. "$SBX_REPO/t/net/net-lib.sh"
+
+plan 24
+
+net_world || bail "cannot build the test namespaces"
+
+# ---- idempotent node setup
+netctl setup; ok $? "first node setup"
+A=$(tid 1)
+read -r _ VA IPA _ <<< "$(netctl create "$A")"
+ok '[ -n "$IPA" ]' "a sandbox exists before the second setup ($IPA)"
+before=$(in_up nft -s list table inet sbx)
+netctl setup; ok $? "second node setup"
+netctl setup; ok $? "third node setup"
+after=$(in_up nft -s list table inet sbx)
+is "$after" "$before" "the table is the same after setting up again (sandbox state kept)"
+is "$(ip -n "$UP" -o -4 addr show dev "$BR" | awk '{print $4}')" "$GW/16" "the bridge has the gateway address once"
+is "$(in_up nft list tables | grep -c 'inet sbx')" 1 "one sbx table"
+
+# ---- destroy
+netctl destroy "$A"; ok $? "destroy A"
+is "$(leftovers "$A")" "" "no netns, veth, nft chain or element, neighbour entry of A is left"
+netctl destroy "$A"; ok $? "destroying A again succeeds (idempotent)"
+is "$(netctl list)" "" "net_list finds nothing"
+like "$(in_up nft list chain inet sbx forward)" "vmap @sandboxes" "the node's base chains are untouched"
+
+# ---- failure in the middle undoes, and only what it made
+C=$(tid 3)
+ip -n "$UP" link add "sbxh${C:0:9}" type dummy # the veth's name is taken
+out=$(netctl create "$C" 2>&1); rc=$?
+ok '[ $rc != 0 ]' "create fails on a taken veth name: ${out:0:160}"
+is "$(leftovers "$C")" "veth " "...its netns, nft chain and element are gone; the dummy link (not its own) stays"
+ip -n "$UP" link del "sbxh${C:0:9}"
+
+D=$(tid 4)
+ip netns add "sbx-$D" # the netns already exists
+out=$(netctl create "$D" 2>&1); rc=$?
+ok '[ $rc != 0 ]' "create fails on an existing netns: ${out:0:160}"
+is "$(leftovers "$D")" "netns ip-netns " "...nft state is gone; the netns it did not make stays"
+ip netns del "sbx-$D"
+
+E=$(tid 5)
+in_up nft add chain inet sbx "in_$E" # nft will refuse to create the veth's chain
+out=$(netctl create "$E" 2>&1); rc=$?
+ok '[ $rc != 0 ] && [[ $out == *nft* ]]' "create fails when nft fails (after netns and veth exist): ${out:0:160}"
+is "$(leftovers "$E")" "" "...no netns, veth, neighbour entry or nft state is left"
+
+F=$(tid 6)
+read -r _ _ IPF _ <<< "$(netctl create "$F")"
+is "$IPF" 10.213.0.2 "the failed creates released their addresses"
+netctl destroy "$F"
+
+# ---- 20 concurrent creates: the lock gives distinct addresses
+ids=()
+for i in $(seq 10 29); do ids+=("$(tid "$i")"); done
+for id in "${ids[@]}"; do netctl create "$id" > "$T_TMP/c.$id" 2>&1 & done
+wait
+ips=$(for id in "${ids[@]}"; do awk '{print $3}' "$T_TMP/c.$id"; done | grep -E '^10\.213\.' | sort -u | wc -l)
+is "$ips" 20 "20 concurrent creates got 20 distinct addresses"
+is "$(netctl list | wc -l)" 20 "net_list lists the 20"
+for id in "${ids[@]}"; do netctl destroy "$id" & done
+wait
+left=""
+for id in "${ids[@]}"; do left+=$(leftovers "$id"); done
+is "$left$(netctl list)" "" "after 20 destroys nothing is left (independent listing and net_list)"
+
+# ---- net_list finds partial leftovers, destroy removes them
+G=$(tid 7)
+H=$(tid 8)
+netctl create "$G" > /dev/null && ip netns del "sbx-$G" # only veth + nft remain
+in_up nft add chain inet sbx "allow_$H"                  # only a chain remains
+is "$(netctl list | tr '\n' ' ')" "$(printf '%s\n' "$G" "$H" | sort | tr '\n' ' ')" "net_list finds a netns-less sandbox and a lone chain"
+netctl destroy "$G" && netctl destroy "$H"
+is "$(leftovers "$G")$(leftovers "$H")$(netctl list)" "" "destroy removes partial leftovers"
+
+finish
