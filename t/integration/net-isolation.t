@@ -9,17 +9,18 @@
 . "$(dirname "$0")/lib.sh"
 . "$SBX_REPO/t/net/net-lib.sh"
 
-plan 22
+plan 24
 
 net_world || bail "cannot build the test namespaces"
 netctl setup; ok $? "node setup in the uplink namespace"
 
 A=$(tid 1)
 B=$(tid 2)
-read -r _ VA IPA MACA <<< "$(netctl create "$A")"
+read -r _ VA IPA _ <<< "$(netctl create "$A")"
 ok '[ -n "$IPA" ]' "sandbox A created ($IPA on $VA)"
 read -r _ VB IPB _ <<< "$(netctl create "$B")"
 ok '[ -n "$IPB" ] && [ "$IPB" != "$IPA" ]' "sandbox B created with another address ($IPB)"
+[ -n "$IPA" ] && [ -n "$IPB" ] || bail "cannot create the two sandboxes"
 
 is "$(in_sbx "$A" ip -o -4 addr show dev eth0 | awk '{print $4}')" "$IPA/16" "A's eth0 has its address"
 like "$(in_sbx "$A" ip route show default)" "^default via $GW dev eth0" "A's default route is the gateway"
@@ -53,6 +54,23 @@ spoof; ok $? "...and the same connect succeeds when the source checks are bypass
 nft_unrule "in_$A" "$h1"; nft_unrule forward "$h2"
 in_sbx "$A" ip addr del 10.213.0.250/16 dev eth0
 nft_unrule "allow_$A" "$h"
+
+# Spoofing B's address would give A B's allow rules (forward picks the chain
+# by source address): the veth's check must stop it. A's connect cannot
+# succeed either way (replies go to B), so count at the public host.
+hb=$(nft_rule "allow_$B" ip daddr 192.0.2.10 accept)
+in_pub nft -f - <<< "table ip sbxtest { chain c { type filter hook input priority 0; ip saddr $IPB tcp dport $PORT counter; }; }"
+seen() { in_pub nft list chain ip sbxtest c | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
+in_sbx "$A" ip addr add "$IPB/32" dev eth0
+spoof_b() { ip netns exec "sbx-$A" timeout 2 socat -u OPEN:/dev/null "TCP:192.0.2.10:$PORT,bind=$IPB,connect-timeout=1" 2> /dev/null; }
+spoof_b
+is "$(seen)" 0 "A sending as B (B may reach the public host) gets nothing out"
+h1=$(nft_rule "in_$A" ip saddr "$IPB" accept)
+spoof_b
+like "$(seen)" "^[1-9]" "...and its packets do get out when the veth's check is bypassed"
+nft_unrule "in_$A" "$h1"
+in_sbx "$A" ip addr del "$IPB/32" dev eth0
+nft_unrule "allow_$B" "$hb"
 
 # Metadata: routed to the test host, always blocked in forward.
 ! probe "sbx-$A" 169.254.169.254; ok $? "A cannot reach 169.254.169.254 (routed to the test host)"

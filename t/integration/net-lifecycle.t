@@ -29,15 +29,15 @@ is "$(in_up nft list tables | grep -c 'inet sbx')" 1 "one sbx table"
 netctl destroy "$A"; ok $? "destroy A"
 is "$(leftovers "$A")" "" "no netns, veth, nft chain or element, neighbour entry of A is left"
 netctl destroy "$A"; ok $? "destroying A again succeeds (idempotent)"
-is "$(netctl list)" "" "net_list finds nothing"
+is "$(netlist)" "" "net_list finds nothing"
 like "$(in_up nft list chain inet sbx forward)" "vmap @sandboxes" "the node's base chains are untouched"
 
 # ---- failure in the middle undoes, and only what it made
 C=$(tid 3)
-ip -n "$UP" link add "sbxh${C:0:9}" type dummy # the veth's name is taken
+ip -n "$UP" link add "sbxh${C:0:9}" type veth peer name sbxtcoll # the veth's name is taken
 out=$(netctl create "$C" 2>&1); rc=$?
 ok '[ $rc != 0 ]' "create fails on a taken veth name: ${out:0:160}"
-is "$(leftovers "$C")" "veth " "...its netns, nft chain and element are gone; the dummy link (not its own) stays"
+is "$(leftovers "$C")" "veth " "...its netns, nft chain and element are gone; the link it did not make stays"
 ip -n "$UP" link del "sbxh${C:0:9}"
 
 D=$(tid 4)
@@ -51,7 +51,8 @@ E=$(tid 5)
 in_up nft add chain inet sbx "in_$E" # nft will refuse to create the veth's chain
 out=$(netctl create "$E" 2>&1); rc=$?
 ok '[ $rc != 0 ] && [[ $out == *nft* ]]' "create fails when nft fails (after netns and veth exist): ${out:0:160}"
-is "$(leftovers "$E")" "" "...no netns, veth, neighbour entry or nft state is left"
+is "$(leftovers "$E")" "nft " "...no netns, veth or neighbour entry is left; of nft, only the chain it did not make"
+in_up nft delete chain inet sbx "in_$E"
 
 F=$(tid 6)
 read -r _ _ IPF _ <<< "$(netctl create "$F")"
@@ -65,20 +66,20 @@ for id in "${ids[@]}"; do netctl create "$id" > "$T_TMP/c.$id" 2>&1 & done
 wait
 ips=$(for id in "${ids[@]}"; do awk '{print $3}' "$T_TMP/c.$id"; done | grep -E '^10\.213\.' | sort -u | wc -l)
 is "$ips" 20 "20 concurrent creates got 20 distinct addresses"
-is "$(netctl list | wc -l)" 20 "net_list lists the 20"
+is "$(netlist | wc -l)" 20 "net_list lists the 20"
 for id in "${ids[@]}"; do netctl destroy "$id" & done
 wait
 left=""
 for id in "${ids[@]}"; do left+=$(leftovers "$id"); done
-is "$left$(netctl list)" "" "after 20 destroys nothing is left (independent listing and net_list)"
+is "$left$(netlist)" "" "after 20 destroys nothing is left (independent listing and net_list)"
 
 # ---- net_list finds partial leftovers, destroy removes them
 G=$(tid 7)
 H=$(tid 8)
 netctl create "$G" > /dev/null && ip netns del "sbx-$G" # only veth + nft remain
 in_up nft add chain inet sbx "allow_$H"                  # only a chain remains
-is "$(netctl list | tr '\n' ' ')" "$(printf '%s\n' "$G" "$H" | sort | tr '\n' ' ')" "net_list finds a netns-less sandbox and a lone chain"
+is "$(netlist | tr '\n' ' ')" "$(printf '%s\n' "$G" "$H" | sort | tr '\n' ' ')" "net_list finds a netns-less sandbox and a lone chain"
 netctl destroy "$G" && netctl destroy "$H"
-is "$(leftovers "$G")$(leftovers "$H")$(netctl list)" "" "destroy removes partial leftovers"
+is "$(leftovers "$G")$(leftovers "$H")$(netlist)" "" "destroy removes partial leftovers"
 
 finish

@@ -1,0 +1,65 @@
+/* Test driver for workers/net.c (t/integration/net-*.t):
+ *   netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] setup|create ID|destroy ID|list
+ * create prints "NETNS VETH IP MAC"; list prints one id a line. Errors go to
+ * stderr, once, and the exit status is 1. */
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include "err.h"
+#include "log.h"
+#include "net.h"
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] "
+			"setup|create ID|destroy ID|list\n");
+	return 2;
+}
+
+int main(int argc, char **argv)
+{
+	struct net_config c = { "sbx0", "10.213.0.0/16", "" };
+	sbx_err err = SBX_ERR_INIT;
+	int opt, rc = -1;
+
+	while ((opt = getopt(argc, argv, "b:s:u:")) != -1) {
+		switch (opt) {
+		case 'b': c.bridge = optarg; break;
+		case 's': c.subnet = optarg; break;
+		case 'u': c.uplink_netns = optarg; break;
+		default: return usage();
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (argc < 1)
+		return usage();
+	sbx_log_init("netctl", NULL, "info");
+	if (strcmp(argv[0], "setup") == 0 && argc == 1) {
+		rc = net_node_setup(&c, &err);
+	} else if (strcmp(argv[0], "create") == 0 && argc == 2) {
+		struct net_sandbox s;
+		rc = net_sandbox_create(&c, argv[1], &s, &err);
+		if (rc == 0)
+			printf("%s %s %s %s\n", s.netns, s.veth_host, s.ip, s.mac);
+	} else if (strcmp(argv[0], "destroy") == 0 && argc == 2) {
+		rc = net_sandbox_destroy(&c, argv[1], &err);
+	} else if (strcmp(argv[0], "list") == 0 && argc == 1) {
+		char **ids;
+		size_t n;
+		rc = net_list(&c, &ids, &n, &err);
+		if (rc == 0) {
+			for (size_t i = 0; i < n; i++)
+				printf("%s\n", ids[i]);
+			net_list_free(ids, n);
+		}
+	} else {
+		return usage();
+	}
+	if (rc < 0) {
+		fprintf(stderr, "netctl: %s\n", err.msg);
+		return 1;
+	}
+	return 0;
+}

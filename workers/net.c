@@ -1,0 +1,976 @@
+/* Per-sandbox network plumbing. See doc/network.md for the layout and why.
+ *
+ * `ip` and `nft` run as child processes (fork + execve with an argv, never a
+ * shell), in the uplink namespace when one is configured. Their stdin, stdout
+ * and stderr are memfds: no pipe can fill up or raise SIGPIPE, and nft's
+ * `-f -` (which reopens /dev/stdin) works. Rules go to `nft -f -` as one
+ * transaction, so they apply entirely or not at all.
+ *
+ * A sandbox's rules are in place before the host side of its veth comes up,
+ * and the map element that reserves its address is the first thing made and
+ * the last removed, so the map is the authority on which addresses are taken. */
+#include "config.h"
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "err.h"
+#include "log.h"
+#include "net.h"
+
+#define NETNS_DIR "/run/netns"
+#define LOCK_DIR "/run/lock"
+#define ID_LEN 24
+#define TABLE "inet sbx"
+#define SB_MAP "sandboxes"
+#define CHAIN_IN "in_"     /* in_<id>: ingress base chain on the sandbox's veth */
+#define CHAIN_ALLOW "allow_" /* allow_<id>: the sandbox's allow rules (forward) */
+#define BRIDGE_MAC "02:5b:00:00:00:01" /* fixed, so ports joining never change it */
+
+/* ---- running ip and nft ------------------------------------------------ */
+
+struct cmd_out {
+	int status; /* exit status, or 128 + signal */
+	char *out;
+	char *errs;
+};
+
+static void cmd_out_free(struct cmd_out *o)
+{
+	free(o->out);
+	free(o->errs);
+	o->out = o->errs = NULL;
+}
+
+static void cmd_out_freep(struct cmd_out *o) { cmd_out_free(o); }
+#define cleanup_cmd _cleanup_(cmd_out_freep)
+
+static const char *prog_path(const char *name)
+{
+	static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
+	static char paths[2][64];
+	int slot = strcmp(name, "nft") == 0;
+
+	for (size_t i = 0; i < SBX_ARRAY_LEN(dirs); i++) {
+		snprintf(paths[slot], sizeof(paths[slot]), "%s/%s", dirs[i], name);
+		if (access(paths[slot], X_OK) == 0)
+			return paths[slot];
+	}
+	return NULL;
+}
+
+static char *read_memfd(int fd)
+{
+	struct stat st;
+	char *buf;
+	ssize_t r;
+	size_t got = 0;
+
+	if (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+		return strdup("");
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return NULL;
+	while (got < (size_t)st.st_size) {
+		r = read(fd, buf + got, (size_t)st.st_size - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = 0;
+	return buf;
+}
+
+/* The first line of a command's stderr, for error messages. */
+static const char *first_line(const char *s, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (s && s[n] && s[n] != '\n' && n + 1 < len) {
+		buf[n] = s[n];
+		n++;
+	}
+	buf[n] = 0;
+	return buf;
+}
+
+/* Runs argv[0] (ip or nft) in netns (NULL or "" = ours) with `input` on stdin;
+ * fills o. Returns < 0 only when it could not run the command at all. */
+static int run(const char *netns, const char *const argv[], const char *input,
+	       struct cmd_out *o, sbx_err *err)
+{
+	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+	const char *path = prog_path(argv[0]);
+	char nspath[PATH_MAX] = "";
+	cleanup_close int in = -1, out = -1, errs = -1;
+	pid_t pid;
+	int st;
+
+	memset(o, 0, sizeof(*o));
+	if (!path)
+		return sbx_err_set(err, 500, "net", "%s not found", argv[0]);
+	if (netns && *netns)
+		snprintf(nspath, sizeof(nspath), NETNS_DIR "/%s", netns);
+	in = memfd_create("sbx-net-in", MFD_CLOEXEC);
+	out = memfd_create("sbx-net-out", MFD_CLOEXEC);
+	errs = memfd_create("sbx-net-err", MFD_CLOEXEC);
+	if (in < 0 || out < 0 || errs < 0)
+		return sbx_err_sys(err, "net", "memfd_create");
+	if (input) {
+		size_t len = strlen(input), done = 0;
+		while (done < len) {
+			ssize_t w = write(in, input + done, len - done);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w < 0)
+				return sbx_err_sys(err, "net", "write command input");
+			done += (size_t)w;
+		}
+		if (lseek(in, 0, SEEK_SET) < 0)
+			return sbx_err_sys(err, "net", "lseek");
+	}
+	pid = fork();
+	if (pid < 0)
+		return sbx_err_sys(err, "net", "fork");
+	if (pid == 0) {
+		/* Only async-signal-safe calls between fork and execve. */
+		if (nspath[0]) {
+			int fd = open(nspath, O_RDONLY | O_CLOEXEC);
+			if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+				static const char msg[] = "cannot enter network namespace\n";
+				(void)!write(errs, msg, sizeof(msg) - 1);
+				_exit(126);
+			}
+		}
+		/* dup2 clears O_CLOEXEC on the new descriptor */
+		if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errs, 2) < 0)
+			_exit(126);
+		execve(path, (char *const *)argv, envp);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR)
+			return sbx_err_sys(err, "net", "waitpid %s", argv[0]);
+	}
+	o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	o->out = read_memfd(out);
+	o->errs = read_memfd(errs);
+	if (!o->out || !o->errs) {
+		cmd_out_free(o);
+		return sbx_err_set(err, 500, "net", "out of memory");
+	}
+	return 0;
+}
+
+/* Like run, but a non-zero exit is an error naming the command. */
+static int run_ok(const char *netns, const char *const argv[], const char *input,
+		  struct cmd_out *o, sbx_err *err)
+{
+	char line[300];
+
+	if (run(netns, argv, input, o, err) < 0)
+		return -1;
+	if (o->status != 0) {
+		sbx_err_set(err, 500, "net", "%s %s%s%s failed (exit %d): %s", argv[0], argv[1],
+			    argv[2] ? " " : "", argv[2] ? argv[2] : "", o->status,
+			    first_line(o->errs, line, sizeof(line)));
+		cmd_out_free(o);
+		return -1;
+	}
+	return 0;
+}
+
+static const char *uplink(const struct net_config *c)
+{
+	return c->uplink_netns && *c->uplink_netns ? c->uplink_netns : NULL;
+}
+
+static int nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err)
+{
+	static const char *const argv[] = { "nft", "-f", "-", NULL };
+	cleanup_cmd struct cmd_out o = { 0 };
+
+	if (run_ok(uplink(c), argv, ruleset, &o, err) < 0)
+		return -1;
+	return 0;
+}
+
+static int ip_batch(const char *netns, const char *batch, sbx_err *err)
+{
+	static const char *const argv[] = { "ip", "-batch", "-", NULL };
+	cleanup_cmd struct cmd_out o = { 0 };
+
+	return run_ok(netns, argv, batch, &o, err);
+}
+
+/* ---- growing strings ----------------------------------------------------- */
+
+struct buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void buf_freep(struct buf *b) { free(b->s); }
+#define cleanup_buf _cleanup_(buf_freep)
+
+static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bprintf(struct buf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t ncap = (b->cap + (size_t)n + 1) * 2;
+		char *p = realloc(b->s, ncap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = ncap;
+	}
+}
+
+/* ---- names and addresses ---------------------------------------------- */
+
+static bool id_ok(const char *id)
+{
+	if (!id || strlen(id) != ID_LEN)
+		return false;
+	for (size_t i = 0; i < ID_LEN; i++)
+		if (!isdigit((unsigned char)id[i]) && !(id[i] >= 'a' && id[i] <= 'f'))
+			return false;
+	return true;
+}
+
+/* Names are checked too because they go into nft rulesets and ip batches. */
+static bool name_ok(const char *s, size_t max)
+{
+	size_t n = s ? strlen(s) : 0;
+
+	if (n == 0 || n > max)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '-' && s[i] != '_' && s[i] != '.')
+			return false;
+	return true;
+}
+
+int net_names(const char *sandbox_id, struct net_sandbox *out, sbx_err *err)
+{
+	if (!id_ok(sandbox_id))
+		return sbx_err_set(err, 400, "bad_id", "not a sandbox id: '%.40s'", sandbox_id ? sandbox_id : "");
+	memset(out, 0, sizeof(*out));
+	snprintf(out->netns, sizeof(out->netns), "sbx-%s", sandbox_id);
+	snprintf(out->veth_host, sizeof(out->veth_host), "sbxh%.9s", sandbox_id);
+	/* Locally administered unicast, from the id: destroy finds the
+	 * neighbour entry by it even when nothing else is left. */
+	snprintf(out->mac, sizeof(out->mac), "02:%.2s:%.2s:%.2s:%.2s:%.2s", sandbox_id,
+		 sandbox_id + 2, sandbox_id + 4, sandbox_id + 6, sandbox_id + 8);
+	return 0;
+}
+
+struct subnet {
+	uint32_t net, mask; /* host order */
+	int len;
+	char gw[16];
+};
+
+static void ip4_str(uint32_t a, char out[16])
+{
+	struct in_addr in = { htonl(a) };
+	inet_ntop(AF_INET, &in, out, 16);
+}
+
+static int parse_subnet(const char *s, struct subnet *sn, sbx_err *err)
+{
+	char addr[32];
+	const char *slash = s ? strchr(s, '/') : NULL;
+	struct in_addr in;
+	char *end;
+	long len;
+
+	if (!slash || (size_t)(slash - s) >= sizeof(addr))
+		return sbx_err_set(err, 500, "net_config", "net subnet '%s' is not A.B.C.D/LEN", s ? s : "");
+	memcpy(addr, s, (size_t)(slash - s));
+	addr[slash - s] = 0;
+	errno = 0;
+	len = strtol(slash + 1, &end, 10);
+	if (inet_pton(AF_INET, addr, &in) != 1 || *end || end == slash + 1 || len < 8 || len > 28)
+		return sbx_err_set(err, 500, "net_config",
+				   "net subnet '%s' is not A.B.C.D/LEN with LEN 8..28", s);
+	sn->len = (int)len;
+	sn->mask = len == 0 ? 0 : 0xffffffffu << (32 - len);
+	sn->net = ntohl(in.s_addr) & sn->mask;
+	ip4_str(sn->net + 1, sn->gw);
+	return 0;
+}
+
+static int check_config(const struct net_config *c, struct subnet *sn, sbx_err *err)
+{
+	if (!name_ok(c->bridge, 15))
+		return sbx_err_set(err, 500, "net_config", "bad bridge name '%s'", c->bridge ? c->bridge : "");
+	if (uplink(c) && !name_ok(c->uplink_netns, 200))
+		return sbx_err_set(err, 500, "net_config", "bad uplink netns name '%s'", c->uplink_netns);
+	if (uplink(c)) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), NETNS_DIR "/%s", c->uplink_netns);
+		if (access(p, F_OK) < 0)
+			return sbx_err_sys(err, "net_config", "uplink netns %s", p);
+	}
+	return parse_subnet(c->subnet, sn, err);
+}
+
+/* One lock per bridge: two creates on this node cannot pick one address. */
+static int net_lock(const struct net_config *c, sbx_err *err)
+{
+	char p[PATH_MAX];
+	int fd;
+
+	snprintf(p, sizeof(p), LOCK_DIR "/sbx-net.%s.%s.lock", uplink(c) ? c->uplink_netns : "host",
+		 c->bridge);
+	(void)mkdir(LOCK_DIR, 0755);
+	fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sbx_err_sys(err, "net", "open %s", p);
+	while (flock(fd, LOCK_EX) < 0) {
+		if (errno != EINTR) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return sbx_err_sys(err, "net", "flock %s", p);
+		}
+	}
+	return fd;
+}
+
+/* ---- the table --------------------------------------------------------- */
+
+/* The table as JSON (NULL in *root when there is no table). */
+static int table_json(const struct net_config *c, json_t **root, sbx_err *err)
+{
+	static const char *const list_tables[] = { "nft", "-j", "list", "tables", "inet", NULL };
+	static const char *const list_table[] = { "nft", "-j", "list", "table", "inet", "sbx", NULL };
+	cleanup_cmd struct cmd_out o = { 0 };
+	json_error_t jerr;
+	json_t *v, *item;
+	size_t i;
+	bool found = false;
+
+	*root = NULL;
+	if (run_ok(uplink(c), list_tables, NULL, &o, err) < 0)
+		return -1;
+	v = json_loads(o.out, 0, &jerr);
+	json_array_foreach(json_object_get(v, "nftables"), i, item) {
+		json_t *t = json_object_get(item, "table");
+		if (t && json_is_string(json_object_get(t, "name")) &&
+		    strcmp(json_string_value(json_object_get(t, "name")), "sbx") == 0)
+			found = true;
+	}
+	json_decref(v);
+	if (!found)
+		return 0;
+	cmd_out_free(&o);
+	if (run_ok(uplink(c), list_table, NULL, &o, err) < 0)
+		return -1;
+	*root = json_loads(o.out, 0, &jerr);
+	if (!*root)
+		return sbx_err_set(err, 500, "net", "nft -j list table: bad JSON: %s", jerr.text);
+	return 0;
+}
+
+/* Calls fn for each map element of the sandboxes map: (address, jump target). */
+static void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg)
+{
+	json_t *item, *e;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		json_t *m = json_object_get(item, "map");
+		const char *name = json_string_value(json_object_get(m, "name"));
+		if (!m || !name || strcmp(name, SB_MAP) != 0)
+			continue;
+		json_array_foreach(json_object_get(m, "elem"), j, e) {
+			const char *ip = json_string_value(json_array_get(e, 0));
+			json_t *jump = json_object_get(json_array_get(e, 1), "jump");
+			const char *target = json_string_value(json_object_get(jump, "target"));
+			if (ip && target)
+				fn(ip, target, arg);
+		}
+	}
+}
+
+static void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
+{
+	json_t *item;
+	size_t i;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		const char *name = json_string_value(json_object_get(json_object_get(item, "chain"), "name"));
+		if (name)
+			fn(name, arg);
+	}
+}
+
+int net_node_setup(const struct net_config *c, sbx_err *err)
+{
+	static const char *const show_fmt[] = { "ip", "-j", "-d", "link", "show", "dev", NULL, NULL };
+	const char *show[SBX_ARRAY_LEN(show_fmt)];
+	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_buf struct buf b = { 0 };
+	char netstr[16];
+	struct subnet sn;
+
+	if (check_config(c, &sn, err) < 0)
+		return -1;
+	memcpy(show, show_fmt, sizeof(show));
+	show[6] = c->bridge;
+	if (run(uplink(c), show, NULL, &o, err) < 0)
+		return sbx_err_ctx(err, "node network setup");
+	if (o.status != 0) {
+		bprintf(&b, "link add %s type bridge stp_state 0\n", c->bridge);
+	} else {
+		json_error_t jerr;
+		json_t *v = json_loads(o.out, 0, &jerr);
+		const char *kind = json_string_value(json_object_get(
+			json_object_get(json_array_get(v, 0), "linkinfo"), "info_kind"));
+		bool is_bridge = kind && strcmp(kind, "bridge") == 0;
+		json_decref(v);
+		if (!is_bridge)
+			return sbx_err_set(err, 500, "net", "node network setup: %s exists and is not a bridge",
+					   c->bridge);
+	}
+	/* No IPv6 on the bridge: sandboxes get none, and a link-local address
+	 * would be one more way to reach the node. */
+	bprintf(&b, "link set dev %s address " BRIDGE_MAC " addrgenmode none\n", c->bridge);
+	bprintf(&b, "address replace %s/%d dev %s\n", sn.gw, sn.len, c->bridge);
+	bprintf(&b, "link set dev %s up\n", c->bridge);
+	if (b.oom)
+		return sbx_err_set(err, 500, "net", "out of memory");
+	if (ip_batch(uplink(c), b.s, err) < 0)
+		return sbx_err_ctx(err, "node network setup: bridge %s", c->bridge);
+
+	/* The table, rewritten atomically: base chains and fixed sets are
+	 * flushed and refilled; the map and per-sandbox chains are kept. */
+	b.len = 0;
+	ip4_str(sn.net, netstr);
+	bprintf(&b,
+		"add table " TABLE "\n"
+		"add set " TABLE " blocked4 { type ipv4_addr; flags interval; }\n"
+		"add set " TABLE " blocked6 { type ipv6_addr; flags interval; }\n"
+		"add map " TABLE " " SB_MAP " { type ipv4_addr : verdict; }\n"
+		"add chain " TABLE " node_allow\n"
+		"add chain " TABLE " input { type filter hook input priority filter; policy accept; }\n"
+		"add chain " TABLE " forward { type filter hook forward priority filter; policy accept; }\n"
+		"flush chain " TABLE " input\n"
+		"flush chain " TABLE " forward\n"
+		"flush set " TABLE " blocked4\n"
+		"flush set " TABLE " blocked6\n"
+		/* Always blocked: link-local (cloud metadata) and the sandbox
+		 * subnet itself (other sandboxes, the gateway). */
+		"add element " TABLE " blocked4 { 169.254.0.0/16, %s/%d }\n"
+		"add element " TABLE " blocked6 { fe80::/10, fd00:ec2::254 }\n"
+		/* A sandbox reaches the node itself only through node_allow
+		 * (empty until the egress work adds a resolver). */
+		"add rule " TABLE " input iifname \"%s\" jump node_allow\n"
+		"add rule " TABLE " input iifname \"%s\" counter drop\n"
+		"add rule " TABLE " forward iifname \"%s\" ip daddr @blocked4 counter drop\n"
+		"add rule " TABLE " forward iifname \"%s\" ip6 daddr @blocked6 counter drop\n"
+		/* The source was checked on the veth (in_<id>), so it names the sandbox. */
+		"add rule " TABLE " forward iifname \"%s\" meta nfproto ipv4 ip saddr vmap @" SB_MAP "\n"
+		"add rule " TABLE " forward iifname \"%s\" counter drop\n"
+		"add rule " TABLE " forward oifname \"%s\" ct state established,related accept\n"
+		"add rule " TABLE " forward oifname \"%s\" counter drop\n",
+		netstr, sn.len, c->bridge, c->bridge, c->bridge, c->bridge, c->bridge,
+		c->bridge, c->bridge, c->bridge);
+	if (b.oom)
+		return sbx_err_set(err, 500, "net", "out of memory");
+	if (nft_apply(c, b.s, err) < 0)
+		return sbx_err_ctx(err, "node network setup: nft table");
+	return 0;
+}
+
+/* ---- sandboxes --------------------------------------------------------- */
+
+struct used {
+	uint32_t *a;
+	size_t n, cap;
+	bool oom;
+};
+
+static void add_used(const char *ip, const char *target, void *arg)
+{
+	struct used *u = arg;
+	struct in_addr in;
+
+	(void)target;
+	if (inet_pton(AF_INET, ip, &in) != 1 || u->oom)
+		return;
+	if (u->n == u->cap) {
+		size_t ncap = u->cap ? u->cap * 2 : 64;
+		uint32_t *p = realloc(u->a, ncap * sizeof(*p));
+		if (!p) {
+			u->oom = true;
+			return;
+		}
+		u->a = p;
+		u->cap = ncap;
+	}
+	u->a[u->n++] = ntohl(in.s_addr);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The lowest address of the subnet that no map element holds (the map
+ * element is made first and removed last, so it covers half-made sandboxes). */
+static int alloc_ip(const struct net_config *c, const struct subnet *sn, char out[16], sbx_err *err)
+{
+	json_t *root = NULL;
+	struct used u = { 0 };
+	uint32_t cand = sn->net + 2, last = (sn->net | ~sn->mask) - 1;
+
+	if (table_json(c, &root, err) < 0)
+		return -1;
+	if (!root)
+		return sbx_err_set(err, 500, "net", "no nft table inet sbx: node network setup has not run");
+	each_element(root, add_used, &u);
+	json_decref(root);
+	if (u.oom) {
+		free(u.a);
+		return sbx_err_set(err, 500, "net", "out of memory");
+	}
+	if (u.n)
+		qsort(u.a, u.n, sizeof(*u.a), cmp_u32);
+	for (size_t i = 0; i < u.n && cand <= last; i++) {
+		if (u.a[i] == cand)
+			cand++;
+		else if (u.a[i] > cand)
+			break;
+	}
+	free(u.a);
+	if (cand > last)
+		return sbx_err_set(err, 503, "no_address", "no free sandbox address in %s", c->subnet);
+	ip4_str(cand, out);
+	return 0;
+}
+
+static bool netns_exists(const char *name)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), NETNS_DIR "/%s", name);
+	return access(p, F_OK) == 0;
+}
+
+/* What of the table belongs to one sandbox (teardown). */
+struct owned {
+	char in[64], allow[64];
+	struct buf *b;
+	bool has_in, has_allow;
+};
+
+static void owned_element(const char *ip, const char *target, void *arg)
+{
+	struct owned *o = arg;
+
+	if (strcmp(target, o->allow) == 0)
+		bprintf(o->b, "delete element " TABLE " " SB_MAP " { %s }\n", ip);
+}
+
+static void owned_chain(const char *name, void *arg)
+{
+	struct owned *o = arg;
+
+	if (strcmp(name, o->in) == 0)
+		o->has_in = true;
+	if (strcmp(name, o->allow) == 0)
+		o->has_allow = true;
+}
+
+/* What teardown removes: destroy takes all; a failed create only what it made. */
+#define T_VETH 0x1u
+#define T_NETNS 0x2u
+#define T_NEIGH 0x4u
+#define T_ALLOW 0x8u /* the map element and allow_<id> */
+#define T_IN 0x10u   /* in_<id> */
+#define T_ALL 0x1fu
+
+/* Removes whichever of the `what` parts of a sandbox's plumbing exist; every
+ * step is tried, err keeps the first failure. */
+static int teardown(const struct net_config *c, const char *id, const struct net_sandbox *ns,
+		    unsigned what, sbx_err *err)
+{
+	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_buf struct buf b = { 0 };
+	char line[300];
+	int rc = 0;
+	json_t *root = NULL;
+	sbx_err later = SBX_ERR_INIT;
+
+	/* Every step is tried; err keeps the first failure. */
+#define STEP_ERR (rc < 0 ? &later : err)
+
+	/* The host side of the veth first: traffic stops before rules go. */
+	if (what & T_VETH) {
+		const char *argv[] = { "ip", "link", "del", "dev", ns->veth_host, NULL };
+		if (run(uplink(c), argv, NULL, &o, STEP_ERR) < 0)
+			rc = -1;
+		else if (o.status != 0 && !strstr(o.errs, "Cannot find device"))
+			rc = sbx_err_set(STEP_ERR, 500, "net", "ip link del %s: %s", ns->veth_host,
+					 first_line(o.errs, line, sizeof(line)));
+		cmd_out_free(&o);
+	}
+	if ((what & T_NETNS) && netns_exists(ns->netns)) {
+		const char *argv[] = { "ip", "netns", "del", ns->netns, NULL };
+		if (run(NULL, argv, NULL, &o, STEP_ERR) < 0)
+			rc = -1;
+		else if (o.status != 0 && netns_exists(ns->netns))
+			rc = sbx_err_set(STEP_ERR, 500, "net", "ip netns del %s: %s", ns->netns,
+					 first_line(o.errs, line, sizeof(line)));
+		cmd_out_free(&o);
+	}
+	/* The permanent neighbour entry, found by the MAC derived from the id. */
+	if (what & T_NEIGH) {
+		const char *argv[] = { "ip", "-j", "neigh", "show", "dev", c->bridge, NULL };
+		if (run(uplink(c), argv, NULL, &o, STEP_ERR) < 0) {
+			rc = -1;
+		} else if (o.status == 0) {
+			json_error_t jerr;
+			json_t *v = json_loads(o.out, 0, &jerr), *e;
+			size_t i;
+			json_array_foreach(v, i, e) {
+				const char *dst = json_string_value(json_object_get(e, "dst"));
+				const char *ll = json_string_value(json_object_get(e, "lladdr"));
+				if (dst && ll && strcasecmp(ll, ns->mac) == 0)
+					bprintf(&b, "neigh del %s dev %s\n", dst, c->bridge);
+			}
+			json_decref(v);
+		}
+		cmd_out_free(&o);
+		if (b.len && !b.oom && ip_batch(uplink(c), b.s, STEP_ERR) < 0)
+			rc = -1;
+		b.len = 0;
+	}
+	/* nft: the map element pointing at allow_<id>, then both chains. */
+	if (!(what & (T_ALLOW | T_IN)))
+		return rc;
+	if (table_json(c, &root, STEP_ERR) < 0)
+		return -1;
+	if (root) {
+		struct owned own = { .b = &b };
+		snprintf(own.in, sizeof(own.in), CHAIN_IN "%s", id);
+		snprintf(own.allow, sizeof(own.allow), CHAIN_ALLOW "%s", id);
+		if (what & T_ALLOW)
+			each_element(root, owned_element, &own);
+		each_chain(root, owned_chain, &own);
+		json_decref(root);
+		own.has_in = own.has_in && (what & T_IN);
+		own.has_allow = own.has_allow && (what & T_ALLOW);
+		if (own.has_in)
+			bprintf(&b, "flush chain " TABLE " %s\ndelete chain " TABLE " %s\n", own.in, own.in);
+		if (own.has_allow)
+			bprintf(&b, "flush chain " TABLE " %s\ndelete chain " TABLE " %s\n", own.allow,
+				own.allow);
+		if (b.oom)
+			return sbx_err_set(STEP_ERR, 500, "net", "out of memory");
+		if (b.len && nft_apply(c, b.s, STEP_ERR) < 0)
+			rc = -1;
+	}
+	return rc;
+#undef STEP_ERR
+}
+
+int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struct net_sandbox *out,
+		       sbx_err *err)
+{
+	cleanup_close int lock = -1;
+	cleanup_buf struct buf b = { 0 };
+	cleanup_cmd struct cmd_out o = { 0 };
+	struct net_sandbox ns;
+	struct subnet sn;
+	char netstr[16];
+	sbx_err undo_err = SBX_ERR_INIT;
+	unsigned made = 0; /* what to undo: never what was there before */
+
+	if (check_config(c, &sn, err) < 0 || net_names(sandbox_id, &ns, err) < 0)
+		return sbx_err_ctx(err, "sandbox network");
+	lock = net_lock(c, err);
+	if (lock < 0)
+		return sbx_err_ctx(err, "sandbox network");
+	if (alloc_ip(c, &sn, ns.ip, err) < 0)
+		goto fail;
+
+	/* 1. Reserve the address: the map element and the (empty) allow chain.
+	 * `create` fails on a leftover of the same id instead of adopting it. */
+	bprintf(&b,
+		"create chain " TABLE " " CHAIN_ALLOW "%s\n"
+		"add element " TABLE " " SB_MAP " { %s : jump " CHAIN_ALLOW "%s }\n",
+		sandbox_id, ns.ip, sandbox_id);
+	if (b.oom || nft_apply(c, b.s, err) < 0)
+		goto fail;
+	made |= T_ALLOW;
+
+	/* 2. The namespace (fails if it exists: never adopt one). */
+	{
+		const char *argv[] = { "ip", "netns", "add", ns.netns, NULL };
+		if (run_ok(NULL, argv, NULL, &o, err) < 0)
+			goto fail;
+		cmd_out_free(&o);
+		made |= T_NETNS;
+	}
+	/* 3. The veth pair, its sandbox end moved into the namespace as eth0. */
+	{
+		const char *argv[] = { "ip", "link", "add", ns.veth_host, "type", "veth", "peer", "name",
+				       "eth0", "address", ns.mac, "netns", ns.netns, NULL };
+		if (run_ok(uplink(c), argv, NULL, &o, err) < 0) {
+			sbx_err_ctx(err, "veth %s", ns.veth_host);
+			goto fail;
+		}
+		cmd_out_free(&o);
+		made |= T_VETH;
+	}
+	/* 4. Host side, still down: named for net_list, no IPv6, on the bridge,
+	 * isolated from the other ports, and the node's ARP entry for the
+	 * sandbox pinned so no sandbox can claim another's address. */
+	b.len = 0;
+	bprintf(&b,
+		"link set dev %s alias %s addrgenmode none\n"
+		"link set dev %s master %s\n"
+		"link set dev %s type bridge_slave isolated on learning off\n"
+		"neigh replace %s lladdr %s dev %s nud permanent\n",
+		ns.veth_host, ns.netns, ns.veth_host, c->bridge, ns.veth_host, ns.ip, ns.mac, c->bridge);
+	made |= T_NEIGH; /* the entry carries this id's MAC: removing it is safe */
+	if (b.oom || ip_batch(uplink(c), b.s, err) < 0)
+		goto fail;
+
+	ip4_str(sn.net, netstr);
+	/* 5. The veth's ingress chain, default drop, before the veth is up:
+	 * only IPv4 from the sandbox's own MAC and address, never to the
+	 * subnet (other sandboxes) except the gateway; what passes still
+	 * meets input/forward, where the default is drop too. */
+	b.len = 0;
+	bprintf(&b,
+		"create chain " TABLE " " CHAIN_IN "%s { type filter hook ingress device \"%s\" priority -500; policy drop; }\n"
+		"add rule " TABLE " " CHAIN_IN "%s ether saddr != %s counter drop\n"
+		"add rule " TABLE " " CHAIN_IN "%s meta nfproto != ipv4 counter drop\n"
+		"add rule " TABLE " " CHAIN_IN "%s ip saddr != %s counter drop\n"
+		"add rule " TABLE " " CHAIN_IN "%s ip daddr %s/%d ip daddr != %s counter drop\n"
+		"add rule " TABLE " " CHAIN_IN "%s accept\n",
+		sandbox_id, ns.veth_host, sandbox_id, ns.mac, sandbox_id, sandbox_id, ns.ip, sandbox_id,
+		netstr, sn.len, sn.gw, sandbox_id);
+	if (b.oom || nft_apply(c, b.s, err) < 0)
+		goto fail;
+	made |= T_IN;
+
+	/* 6. Inside: lo and eth0 up, the address, the default route. gVisor
+	 * copies all of this when the sandbox starts. */
+	b.len = 0;
+	bprintf(&b,
+		"link set dev lo up\n"
+		"address add %s/%d dev eth0\n"
+		"link set dev eth0 up\n"
+		"route add default via %s dev eth0 onlink\n",
+		ns.ip, sn.len, sn.gw);
+	if (b.oom || ip_batch(ns.netns, b.s, err) < 0)
+		goto fail;
+
+	/* 7. Last: the host side up. */
+	{
+		const char *argv[] = { "ip", "link", "set", "dev", ns.veth_host, "up", NULL };
+		if (run_ok(uplink(c), argv, NULL, &o, err) < 0)
+			goto fail;
+	}
+	*out = ns;
+	return 0;
+
+fail:
+	if (made && teardown(c, sandbox_id, &ns, made, &undo_err) < 0)
+		log_warnx("sandbox %s: undoing a failed network create: %s", sandbox_id, undo_err.msg);
+	if (b.oom)
+		sbx_err_set(err, 500, "net", "out of memory");
+	return sbx_err_ctx(err, "sandbox network");
+}
+
+int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_err *err)
+{
+	cleanup_close int lock = -1;
+	struct net_sandbox ns;
+	struct subnet sn;
+
+	if (check_config(c, &sn, err) < 0 || net_names(sandbox_id, &ns, err) < 0)
+		return sbx_err_ctx(err, "sandbox network destroy");
+	/* Under the lock: the address is free once its element goes. */
+	lock = net_lock(c, err);
+	if (lock < 0 || teardown(c, sandbox_id, &ns, T_ALL, err) < 0)
+		return sbx_err_ctx(err, "sandbox network destroy");
+	return 0;
+}
+
+/* ---- listing leftovers ------------------------------------------------- */
+
+struct idset {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void idset_add(struct idset *s, const char *id, size_t len)
+{
+	if (s->oom || len != ID_LEN)
+		return;
+	char tmp[ID_LEN + 1];
+	memcpy(tmp, id, ID_LEN);
+	tmp[ID_LEN] = 0;
+	if (!id_ok(tmp))
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		if (strcmp(s->v[i], tmp) == 0)
+			return;
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 16;
+		char **p = realloc(s->v, ncap * sizeof(*p));
+		if (!p) {
+			s->oom = true;
+			return;
+		}
+		s->v = p;
+		s->cap = ncap;
+	}
+	if (!(s->v[s->n] = strdup(tmp)))
+		s->oom = true;
+	else
+		s->n++;
+}
+
+static void idset_prefixed(struct idset *s, const char *name, const char *prefix)
+{
+	size_t pl = strlen(prefix);
+
+	if (strncmp(name, prefix, pl) == 0)
+		idset_add(s, name + pl, strlen(name + pl));
+}
+
+static void list_element(const char *ip, const char *target, void *arg)
+{
+	(void)ip;
+	idset_prefixed(arg, target, CHAIN_ALLOW);
+}
+
+static void list_chain(const char *name, void *arg)
+{
+	idset_prefixed(arg, name, CHAIN_IN);
+	idset_prefixed(arg, name, CHAIN_ALLOW);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void net_list_free(char **ids, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
+{
+	static const char *const links[] = { "ip", "-j", "link", "show", NULL };
+	struct idset s = { 0 };
+	cleanup_cmd struct cmd_out o = { 0 };
+	struct subnet sn;
+	json_t *root = NULL, *e;
+	DIR *d;
+	size_t i;
+
+	*ids = NULL;
+	*n = 0;
+	if (check_config(c, &sn, err) < 0)
+		return sbx_err_ctx(err, "network leftovers");
+	/* Namespaces: what `ip netns` lists. */
+	d = opendir(NETNS_DIR);
+	if (d) {
+		struct dirent *de;
+		while ((de = readdir(d)))
+			idset_prefixed(&s, de->d_name, "sbx-");
+		closedir(d);
+	} else if (errno != ENOENT) {
+		sbx_err_sys(err, "net", "opendir " NETNS_DIR);
+		goto fail;
+	}
+	/* Host ends of veths: named sbxh*, the full id in their alias. */
+	if (run_ok(uplink(c), links, NULL, &o, err) < 0)
+		goto fail;
+	{
+		json_error_t jerr;
+		json_t *v = json_loads(o.out, 0, &jerr);
+		json_array_foreach(v, i, e) {
+			const char *name = json_string_value(json_object_get(e, "ifname"));
+			const char *alias = json_string_value(json_object_get(e, "ifalias"));
+			if (!name || strncmp(name, "sbxh", 4) != 0)
+				continue;
+			if (alias && strncmp(alias, "sbx-", 4) == 0)
+				idset_prefixed(&s, alias, "sbx-");
+			else
+				log_warnx("veth %s has no sandbox id in its alias", name);
+		}
+		json_decref(v);
+	}
+	/* The table: per-sandbox chains and map elements. */
+	if (table_json(c, &root, err) < 0)
+		goto fail;
+	if (root) {
+		each_element(root, list_element, &s);
+		each_chain(root, list_chain, &s);
+		json_decref(root);
+	}
+	if (s.oom) {
+		sbx_err_set(err, 500, "net", "out of memory");
+		goto fail;
+	}
+	if (s.n)
+		qsort(s.v, s.n, sizeof(*s.v), cmp_str);
+	*ids = s.v;
+	*n = s.n;
+	return 0;
+fail:
+	net_list_free(s.v, s.n);
+	return sbx_err_ctx(err, "network leftovers");
+}

@@ -1,0 +1,46 @@
+/* Per-sandbox network plumbing of the node agent: the sbx bridge, one network
+ * namespace and veth per sandbox, and the one nftables table owned by sbx
+ * (`table inet sbx`) whose rules make everything a sandbox sends go nowhere
+ * unless an allow rule says so. doc/network.md describes the layout. */
+#ifndef SBX_NET_H
+#define SBX_NET_H
+
+#include <stddef.h>
+#include "err.h"
+
+struct net_config {
+	const char *bridge;       /* "sbx0" */
+	const char *subnet;       /* "10.213.0.0/16": gateway is the first host, on the bridge */
+	const char *uplink_netns; /* "" or NULL = the host's; else a named netns holding the bridge */
+};
+
+struct net_sandbox {
+	char netns[64];    /* "sbx-<id>", at /run/netns/sbx-<id> */
+	char veth_host[16]; /* "sbxh<first 9 hex of id>", on the bridge */
+	char ip[16];       /* the sandbox's address (eth0 inside the netns) */
+	char mac[18];      /* eth0's address, derived from the id */
+};
+
+/* Idempotent: the bridge with the gateway address, and the nft table's sets
+ * and base chains (rewritten atomically; per-sandbox state is kept). */
+int net_node_setup(const struct net_config *c, sbx_err *err);
+
+/* Makes the netns, the veth pair and the sandbox's rules (in place before the
+ * host side of the veth comes up). On failure, everything it made is undone. */
+int net_sandbox_create(const struct net_config *c, const char *sandbox_id,
+		       struct net_sandbox *out, sbx_err *err);
+
+/* Idempotent: removes the sandbox's veth, netns, neighbour entry, nft map
+ * element and chains, whichever exist. */
+int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_err *err);
+
+/* Ids of sandboxes that have any network leftovers (netns, veth, nft chain or
+ * map element), found by listing each independently. *ids is a malloc'd
+ * array of malloc'd strings (free with net_list_free), sorted, no duplicates. */
+int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err);
+void net_list_free(char **ids, size_t n);
+
+/* Names derived from an id (24 lowercase hex); < 0 when the id is not one. */
+int net_names(const char *sandbox_id, struct net_sandbox *out, sbx_err *err);
+
+#endif
