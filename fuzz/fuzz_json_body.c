@@ -14,6 +14,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 #define require(c) do { if (!(c)) __builtin_trap(); } while (0)
 
+static size_t chars(const char *s)
+{
+	size_t c = 0;
+
+	for (; *s; s++)
+		if (((unsigned char)*s & 0xC0) != 0x80)
+			c++;
+	return c;
+}
+
 static const struct sbx_jfield create_spec[] = {
 	{ "name", SBX_J_STRING, false, 1, 64 },
 	{ "template", SBX_J_STRING, false, 1, 64 },
@@ -89,9 +99,10 @@ static void verify(const json_t *o, const struct sbx_jfield *spec, size_t n)
 		case SBX_J_STRING:
 			require(json_is_string(v));
 			require(strlen(json_string_value(v)) == json_string_length(v));
+			/* lengths are in characters (UTF-8), as API.md counts them */
 			if (spec[i].min || spec[i].max)
-				require((long long)json_string_length(v) >= spec[i].min &&
-					(long long)json_string_length(v) <= spec[i].max);
+				require((long long)chars(json_string_value(v)) >= spec[i].min &&
+					(long long)chars(json_string_value(v)) <= spec[i].max);
 			break;
 		case SBX_J_INT:
 			require(json_is_integer(v));
@@ -164,7 +175,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		long long t = sbx_json_int(j, "timeout", 1800);
 		const char *name = sbx_json_str(j, "name", "default");
 		require(t >= 60 && t <= 86400);
-		require(strlen(name) >= 1 && strlen(name) <= 64);
+		require(chars(name) >= 1 && chars(name) <= 64);
 		(void)sbx_json_bool(j, "autoDestroy", false);
 	}
 	json_decref(j);
