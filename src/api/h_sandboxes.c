@@ -512,8 +512,17 @@ void h_sandbox_delete(struct api_req *r)
 	sbx_err err = SBX_ERR_INIT;
 	const char *st;
 
-	if (sbx_db_query(&r->ctx->db, &res, &err, "SELECT status FROM sandboxes WHERE id = $1 AND org_id = $2", 2,
-			 r->m.id, r->org.org_id) < 0) {
+	/* Write the intent first. A record that never got a sandbox (starting,
+	 * failed) is destroyed at once: a create still running sees it and
+	 * undoes its work; a node's leftovers are its reaper's. */
+	if (sbx_db_query(&r->ctx->db, &res, &err,
+			 "WITH old AS (SELECT id, status FROM sandboxes WHERE id = $1 AND org_id = $2 FOR UPDATE) "
+			 "UPDATE sandboxes s SET destroy_requested_at = coalesce(s.destroy_requested_at, now()), "
+			 "  destroy_reason = coalesce(s.destroy_reason, 'user'), "
+			 "  status = CASE WHEN old.status IN ('starting', 'failed') THEN 'destroyed' ELSE s.status END, "
+			 "  destroyed_at = CASE WHEN old.status IN ('starting', 'failed') THEN now() ELSE s.destroyed_at END "
+			 "FROM old WHERE s.id = old.id RETURNING old.status",
+			 2, r->m.id, r->org.org_id) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -523,24 +532,37 @@ void h_sandbox_delete(struct api_req *r)
 		return;
 	}
 	st = PQgetvalue(res, 0, 0);
-	if (!strcmp(st, "destroyed")) {
+	if (!strcmp(st, "destroyed") || !strcmp(st, "starting") || !strcmp(st, "failed")) {
+		log_info("sandbox %s: destroyed (was %s)", r->m.id, st);
 		api_send_json(r, 204, NULL);
 		return;
 	}
-	if (strcmp(st, "failed") != 0) {
-		/* a live sandbox is torn down by its node: that arrives with the sandbox work */
-		sbx_err_set(&err, 409, "busy", "Sandbox is %s; it cannot be destroyed by this server yet", st);
-		api_send_error(r, &err);
-		return;
+	{
+		cleanup_free char *msg = NULL;
+		cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", r->m.id), *rep = NULL;
+		sbx_mq_msg reply = { 0 };
+		json_error_t jerr;
+		int ok = 0;
+		const char *why = NULL;
+
+		msg = json_dumps(body, JSON_COMPACT);
+		if (api_mq(r, &err) < 0 ||
+		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "destroy", msg, strlen(msg),
+			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
+			sbx_err_set(&err, 503, "destroy_pending",
+				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
+			api_send_error(r, &err);
+			return;
+		}
+		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
+		sbx_mq_msg_free(&reply);
+		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s}", "ok", &ok, "error", &why) < 0 || !ok) {
+			log_warnx("sandbox %s: destroy failed: %s", r->m.id, why ? why : "malformed reply");
+			sbx_err_set(&err, 503, "destroy_pending",
+				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
+			api_send_error(r, &err);
+			return;
+		}
 	}
-	if (sbx_db_query(&r->ctx->db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'destroyed', destroyed_at = now(), "
-			 "destroy_reason = coalesce(destroy_reason, 'user') WHERE id = $1 AND org_id = $2 "
-			 "AND status = 'failed'",
-			 2, r->m.id, r->org.org_id) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	log_info("sandbox %s: destroyed (was failed)", r->m.id);
 	api_send_json(r, 204, NULL);
 }
