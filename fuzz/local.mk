@@ -4,7 +4,7 @@
 # carry coverage and ASan/UBSan instrumentation; $(SBX_LIBS) resolves the rest.
 EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
 if FUZZING
-FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config
+FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
 fuzz_fuzz_json_body_SOURCES = fuzz/fuzz_json_body.c src/lib/json.c src/lib/err.c
@@ -27,6 +27,11 @@ fuzz_fuzz_config_SOURCES = fuzz/fuzz_config.c src/lib/settings.c src/lib/log.c s
 fuzz_fuzz_config_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_config_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_config_LDADD = $(SBX_LIBS)
+
+fuzz_fuzz_frame_SOURCES = fuzz/fuzz_frame.c src/lib/frame.c src/lib/err.c
+fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_frame_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_frame_LDADD = $(SBX_LIBS)
 
 # Build just the fuzzers (not the daemons): make fuzz-targets
 fuzz-targets: $(FUZZ_TARGETS)

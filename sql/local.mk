@@ -1,2 +1,2 @@
 sqldir = $(pkgdatadir)/sql
-dist_sql_DATA = sql/001_init.sql sql/002_status_notify.sql
+dist_sql_DATA = sql/001_init.sql sql/002_status_notify.sql sql/003_nodes.sql

@@ -7,7 +7,8 @@ SBX_UNIT_TESTS = \
 	t/unit/page_test \
 	t/unit/settings_test \
 	t/unit/router_test \
-	t/unit/err_test
+	t/unit/err_test \
+	t/unit/frame_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)
@@ -42,3 +43,11 @@ valgrind-check: $(SBX_UNIT_TESTS)
 	done; exit $$fail
 .PHONY: valgrind-check
 CLEANFILES += t/unit/*.valgrind
+
+# sbx-init's channel: the frame codec's unit test, and the host-side client
+# the integration tests (t/integration/sbxinit-*.t) drive sbx-init with.
+t_unit_frame_test_SOURCES = t/unit/frame_test.c t/tap.h
+t_unit_frame_test_LDADD = $(SBX_LIBS)
+check_PROGRAMS += t/init/initctl
+t_init_initctl_SOURCES = t/init/initctl.c
+t_init_initctl_LDADD = $(SBX_LIBS)

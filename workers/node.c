@@ -1,46 +1,809 @@
-/* The node agent: owns this machine's sandboxes. For now a placeholder
- * process that the master supervises like the real one will be. */
+/* The node agent: owns this machine's sandboxes. One process, one event
+ * loop (epoll): its queue (sbx.node.<node id>), and the pipes of the
+ * short-lived processes that start or destroy a sandbox, so a slow start
+ * never holds up anything else. It also watches every sandbox's sentry
+ * (a dead one is marked 'failed' with the reason, never recreated) and
+ * removes what no record owns: at start (after a crash) and every
+ * reaper_interval. */
 #include "config.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "cleanup.h"
 #include "daemon.h"
+#include "db.h"
+#include "driver.h"
+#include "id.h"
+#include "json.h"
 #include "log.h"
+#include "mq.h"
+#include "net.h"
 #include "roles.h"
+#include "sandbox.h"
 
-const char *worker_node_id(const sbx_config *cfg)
+#define MAX_SANDBOXES 4096
+#define LIVENESS_MS 2000
+
+enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING };
+
+struct sb {
+	enum sb_state st;
+	char id[SBX_ID_LEN + 1];
+	int memory_mb, disk_gb;
+	bool destroy_after_start;
+	long oom_kills;
+};
+
+enum op_kind { OP_START, OP_DESTROY };
+
+struct op {
+	struct op *next;
+	enum op_kind kind;
+	pid_t pid;
+	int fd;
+	char id[SBX_ID_LEN + 1];
+	bool reply;              /* someone waits for the answer */
+	char reply_to[256], corr[72], req_id[72];
+	char buf[1024];
+	size_t len;
+	const char *reason;      /* destroy of a dead/orphan sandbox: why (logs) */
+	bool reaped;             /* its status came through the general reap */
+	int status;
+};
+
+struct node {
+	const sbx_config *cfg;
+	const char *node_id;
+	char queue[300];
+	sbx_mq *mq;
+	sbx_db db;
+	int ep;
+	struct sandbox_node_cfg sc;
+	struct net_config net;
+	struct sb sbs[MAX_SANDBOXES];
+	struct op *ops;
+	char init_path[512];
+	long long next_liveness, next_orphans;
+	int sigfd;
+};
+
+static long long mono_ms(void)
 {
-	static char id[256];
-	const char *s = sbx_cfg_str(cfg, "node_id");
-
-	if (s && *s) {
-		snprintf(id, sizeof(id), "%s", s);
-		return id;
-	}
-	if (gethostname(id, sizeof(id) - 1) < 0 || !id[0])
-		snprintf(id, sizeof(id), "localhost");
-	id[sizeof(id) - 1] = 0;
-	return id;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void worker_sleep_ms(long ms)
+static struct sb *sb_find(struct node *n, const char *id)
 {
-	while (ms > 0 && !sbx_child_stop) {
-		long step = ms < 100 ? ms : 100;
-		struct timespec ts = { 0, step * 1000000L };
-		/* EINTR is fine: the loop re-checks sbx_child_stop */
-		nanosleep(&ts, NULL);
-		ms -= step;
+	for (int i = 0; i < MAX_SANDBOXES; i++)
+		if (n->sbs[i].st != SB_FREE && !strcmp(n->sbs[i].id, id))
+			return &n->sbs[i];
+	return NULL;
+}
+
+static struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int disk)
+{
+	for (int i = 0; i < MAX_SANDBOXES; i++)
+		if (n->sbs[i].st == SB_FREE) {
+			struct sb *s = &n->sbs[i];
+			memset(s, 0, sizeof(*s));
+			s->st = st;
+			snprintf(s->id, sizeof(s->id), "%s", id);
+			s->memory_mb = mem;
+			s->disk_gb = disk;
+			return s;
+		}
+	return NULL;
+}
+
+static struct op *op_find(struct node *n, const char *id)
+{
+	for (struct op *o = n->ops; o; o = o->next)
+		if (!strcmp(o->id, id))
+			return o;
+	return NULL;
+}
+
+static void send_reply(struct node *n, const char *reply_to, const char *corr, json_t *body /* stolen */)
+{
+	cleanup_json json_t *b = body;
+	cleanup_free char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!s || !reply_to[0])
+		return;
+	if (sbx_mq_publish(n->mq, reply_to, s, strlen(s), &(struct sbx_mq_pub){ .correlation_id = corr }, &err) < 0)
+		log_warnx("reply lost: %s", err.msg);
+}
+
+/* ---- the processes that do the slow work ---- */
+
+static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
+		    const sbx_mq_msg *m, const char *reason)
+{
+	int p[2];
+	pid_t pid;
+	struct op *o;
+
+	if (pipe2(p, O_CLOEXEC) < 0) {
+		log_warn("pipe");
+		return -1;
 	}
+	pid = fork();
+	if (pid < 0) {
+		log_warn("fork");
+		close(p[0]);
+		close(p[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		sbx_err err = SBX_ERR_INIT;
+		char line[sizeof(err.msg) + 8];
+		int r, len;
+
+		close(p[0]);
+		close(n->sigfd);
+		{
+			sigset_t none;
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+		}
+		/* if the agent dies mid-way, so do we: its restart removes what we left */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
+			_exit(1);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		if (kind == OP_START)
+			r = sandbox_start(&n->sc, spec, &err);
+		else
+			r = sandbox_destroy(&n->sc, id, &err);
+		len = snprintf(line, sizeof(line), "%s%s%s\n", r < 0 ? "ERR " : "OK", r < 0 ? "" : "",
+			       r < 0 ? err.msg : "");
+		if (write(p[1], line, (size_t)(len < (int)sizeof(line) ? len : (int)sizeof(line) - 1)) < 0)
+			_exit(2);
+		_exit(r < 0 ? 1 : 0);
+	}
+	close(p[1]);
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		close(p[0]);
+		return -1; /* the child finishes; the orphan pass settles it */
+	}
+	o->kind = kind;
+	o->pid = pid;
+	o->fd = p[0];
+	o->reason = reason;
+	snprintf(o->id, sizeof(o->id), "%s", id);
+	if (m && m->reply_to[0]) {
+		o->reply = true;
+		snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
+		snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
+		snprintf(o->req_id, sizeof(o->req_id), "%s", m->request_id);
+	}
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = o };
+		epoll_ctl(n->ep, EPOLL_CTL_ADD, o->fd, &ev);
+	}
+	o->next = n->ops;
+	n->ops = o;
+	return 0;
+}
+
+static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);
+
+static void op_done(struct node *n, struct op *o)
+{
+	bool ok = o->len >= 2 && !memcmp(o->buf, "OK", 2);
+	struct sb *s = sb_find(n, o->id);
+	char msg[sizeof(o->buf)];
+	int st = 0;
+
+	if (o->reaped)
+		st = o->status;
+	else if (waitpid(o->pid, &st, 0) < 0)
+		st = 0;
+	snprintf(msg, sizeof(msg), "%.*s", (int)(o->len > 4 ? o->len - 4 : 0), o->buf + 4);
+	msg[strcspn(msg, "\n")] = 0;
+	if (!ok && !msg[0])
+		snprintf(msg, sizeof(msg), "%s process died (status %d)", o->kind == OP_START ? "start" : "destroy",
+			 st);
+	sbx_log_set_request_id(o->req_id);
+	if (o->kind == OP_START) {
+		if (ok && s && !s->destroy_after_start) {
+			s->st = SB_READY;
+			log_info("sandbox %s: started", o->id);
+			if (o->reply)
+				send_reply(n, o->reply_to, o->corr,
+					   json_pack("{s:b, s:s}", "ok", 1, "container_id", o->id));
+		} else {
+			if (ok)
+				snprintf(msg, sizeof(msg), "the sandbox was destroyed while it started");
+			log_warnx("sandbox %s: start failed: %s", o->id, msg);
+			if (s)
+				s->st = SB_FREE;
+			if (o->reply)
+				send_reply(n, o->reply_to, o->corr, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+			if (ok)
+				destroy_local(n, o->id, NULL, "cancelled during start");
+		}
+	} else {
+		if (ok) {
+			log_info("sandbox %s: destroyed%s%s", o->id, o->reason ? ": " : "", o->reason ? o->reason : "");
+			if (s)
+				s->st = SB_FREE;
+		} else {
+			log_warnx("sandbox %s: destroy failed: %s", o->id, msg);
+			if (s)
+				s->st = SB_READY; /* the next orphan or liveness pass tries again */
+		}
+		if (o->reply)
+			send_reply(n, o->reply_to, o->corr,
+				   ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+	}
+	sbx_log_set_request_id(NULL);
+}
+
+static void op_read(struct node *n, struct op *o)
+{
+	ssize_t r = read(o->fd, o->buf + o->len, sizeof(o->buf) - 1 - o->len);
+
+	if (r > 0) {
+		o->len += (size_t)r;
+		if (o->len < sizeof(o->buf) - 1)
+			return;
+	}
+	if (r < 0 && errno == EINTR)
+		return;
+	/* EOF (or full): the child is done */
+	epoll_ctl(n->ep, EPOLL_CTL_DEL, o->fd, NULL);
+	close(o->fd);
+	for (struct op **pp = &n->ops; *pp; pp = &(*pp)->next)
+		if (*pp == o) {
+			*pp = o->next;
+			break;
+		}
+	op_done(n, o);
+	free(o);
+}
+
+static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
+{
+	struct sb *s = sb_find(n, id);
+	struct op *o = op_find(n, id);
+
+	if (o && o->kind == OP_START) {
+		/* let the start finish, then take it down; answer now */
+		if (s)
+			s->destroy_after_start = true;
+		if (m)
+			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+		return;
+	}
+	if (o && o->kind == OP_DESTROY) {
+		if (m)
+			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+		return;
+	}
+	if (!s)
+		s = sb_add(n, id, SB_DESTROYING, 0, 0);
+	else
+		s->st = SB_DESTROYING;
+	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason) < 0) {
+		if (s)
+			s->st = SB_READY;
+		if (m)
+			send_reply(n, m->reply_to, m->correlation_id,
+				   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not fork"));
+	}
+}
+
+/* ---- admission ---- */
+
+static long long mem_total_mb(void)
+{
+	cleanup_fclose FILE *f = fopen("/proc/meminfo", "re");
+	char line[256];
+	long long kb = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
+			break;
+	return kb / 1024;
+}
+
+static int admit(struct node *n, int mem, int disk, char *why, size_t whysz)
+{
+	long long mem_cap = sbx_cfg_int(n->cfg, "node_memory_mb");
+	long long used_mem = 0, promised_disk = 0;
+	int count = 0;
+	struct statvfs vs;
+
+	if (!mem_cap)
+		mem_cap = mem_total_mb();
+	mem_cap = mem_cap * sbx_cfg_int(n->cfg, "node_memory_overcommit") / 100;
+	for (int i = 0; i < MAX_SANDBOXES; i++) {
+		if (n->sbs[i].st == SB_FREE)
+			continue;
+		count++;
+		used_mem += n->sbs[i].memory_mb;
+		promised_disk += n->sbs[i].disk_gb;
+	}
+	if (count >= sbx_cfg_int(n->cfg, "node_max_sandboxes")) {
+		snprintf(why, whysz, "no capacity: this node runs its maximum of %lld sandboxes",
+			 sbx_cfg_int(n->cfg, "node_max_sandboxes"));
+		return -1;
+	}
+	if (used_mem + mem > mem_cap) {
+		snprintf(why, whysz, "no capacity: %lld MB of %lld MB of sandbox memory are promised", used_mem, mem_cap);
+		return -1;
+	}
+	/* sparse images: what they may still grow into must fit the free disk */
+	if (statvfs(n->sc.state_dir, &vs) == 0) {
+		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
+		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
+			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* ---- messages ---- */
+
+static bool template_name_ok(const char *s)
+{
+	size_t l = strlen(s);
+	return l >= 1 && l <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-._") == l && s[0] != '.';
+}
+
+static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	const char *id, *tmpl;
+	int cpu, mem, disk;
+	json_t *env;
+	json_error_t jerr;
+	char why[300];
+	struct sandbox_spec spec;
+	const char **envv = NULL;
+	size_t ne, k = 0;
+	const char *key;
+	json_t *v;
+	cleanup_free char *envbuf = NULL;
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &id, "template",
+			   &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env) < 0 ||
+	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
+	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
+		log_warnx("rejecting a malformed start request: %s", jerr.text);
+		send_reply(n, m->reply_to, m->correlation_id,
+			   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed start request"));
+		return;
+	}
+	if (sb_find(n, id)) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   json_pack("{s:b, s:s}", "ok", 0, "error", "a sandbox with this id exists on the node"));
+		return;
+	}
+	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
+		log_warnx("sandbox %s: %s", id, why);
+		send_reply(n, m->reply_to, m->correlation_id,
+			   json_pack("{s:b, s:s, s:s}", "ok", 0, "error", why, "code", "no_capacity"));
+		return;
+	}
+	ne = json_object_size(env);
+	envv = calloc(ne + 1, sizeof(*envv));
+	{
+		/* "K=V" strings in one buffer */
+		size_t total = 0;
+		json_object_foreach(env, key, v) total += strlen(key) + 1 + json_string_length(v) + 1;
+		envbuf = malloc(total + 1);
+		if (!envv || !envbuf) {
+			free(envv);
+			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 0, "error", "out of memory"));
+			return;
+		}
+		char *p = envbuf;
+		json_object_foreach(env, key, v) {
+			if (!json_is_string(v))
+				continue;
+			envv[k++] = p;
+			p += sprintf(p, "%s=%s", key, json_string_value(v)) + 1;
+		}
+		envv[k] = NULL;
+	}
+	memset(&spec, 0, sizeof(spec));
+	snprintf(spec.id, sizeof(spec.id), "%s", id);
+	spec.template = tmpl;
+	spec.cpu = cpu;
+	spec.memory_mb = mem;
+	spec.disk_gb = disk;
+	spec.env = envv;
+	if (!sb_add(n, id, SB_STARTING, mem, disk) || op_spawn(n, OP_START, id, &spec, m, NULL) < 0) {
+		struct sb *s = sb_find(n, id);
+		if (s)
+			s->st = SB_FREE;
+		send_reply(n, m->reply_to, m->correlation_id,
+			   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not start a worker process"));
+	} else {
+		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
+	}
+	free(envv);
+}
+
+static void on_message(struct node *n, const sbx_mq_msg *m)
+{
+	cleanup_json json_t *body = NULL;
+	json_error_t jerr;
+	const char *id = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!body || !json_is_object(body) || !m->reply_to[0]) {
+		log_warnx("rejecting a malformed message of type '%.32s'", m->type);
+	} else if (!strcmp(m->type, "start")) {
+		on_start(n, m, body);
+	} else if (!strcmp(m->type, "destroy")) {
+		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &id) < 0 || !sbx_id_valid(id)) {
+			log_warnx("rejecting a malformed destroy request");
+			send_reply(n, m->reply_to, m->correlation_id,
+				   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed destroy request"));
+		} else {
+			destroy_local(n, id, m, "asked");
+		}
+	} else if (!strcmp(m->type, "ping")) {
+		int count = 0;
+		for (int i = 0; i < MAX_SANDBOXES; i++)
+			count += n->sbs[i].st != SB_FREE;
+		send_reply(n, m->reply_to, m->correlation_id,
+			   json_pack("{s:b, s:s, s:i}", "ok", 1, "node", n->node_id, "sandboxes", count));
+	} else {
+		log_warnx("rejecting a message of unknown type '%.32s'", m->type);
+	}
+	/* at most once: a lost start is a failed create, never a double one */
+	if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
+		log_warnx("%s", err.msg);
+}
+
+/* ---- liveness and leftovers ---- */
+
+static void mark_failed(struct node *n, const char *id, const char *why)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	if (sbx_db_query(&n->db, NULL, &err,
+			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
+			 "WHERE id = $1 AND status IN ('starting', 'ready', 'pausing', 'paused', 'resuming')",
+			 2, id, why) < 0)
+		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
+}
+
+static void check_liveness(struct node *n)
+{
+	for (int i = 0; i < MAX_SANDBOXES; i++) {
+		struct sb *s = &n->sbs[i];
+		char why[256] = "";
+
+		long oom;
+
+		if (s->st != SB_READY)
+			continue;
+		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
+			/* alive: a process inside may still have met the OOM killer */
+			oom = sandbox_oom_kills(s->id);
+			if (oom > s->oom_kills) {
+				sbx_err err = SBX_ERR_INIT;
+				char v[24];
+				snprintf(v, sizeof(v), "%ld", oom);
+				log_warnx("sandbox %s: out of memory: a process was killed (%ld so far)", s->id, oom);
+				if (sbx_db_query(&n->db, NULL, &err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1",
+						 2, s->id, v) == 0)
+					s->oom_kills = oom;
+			}
+			continue;
+		}
+		if (!why[0])
+			snprintf(why, sizeof(why), "the sandbox stopped");
+		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
+		mark_failed(n, s->id, why);
+		destroy_local(n, s->id, NULL, why);
+	}
+}
+
+/* Everything on this node that no live record owns goes. In-flight work
+ * (a start or destroy process) is left alone; a live record whose sandbox
+ * we do not track yet (agent restart) is adopted. */
+static void reap_orphans(struct node *n, bool at_start)
+{
+	char **ids = NULL;
+	size_t nn = 0;
+	sbx_err err = SBX_ERR_INIT;
+
+	/* The sandbox's directory is made first and removed last, so listing
+	 * the state directory (with its mounts, loops and containers) finds
+	 * every leftover of this node, and nothing of another instance's. */
+	if (sandbox_list(&n->sc, &ids, &nn, &err) < 0) {
+		log_warnx("orphan pass: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		cleanup_pgres PGresult *r = NULL;
+		const char *id = ids[i];
+		const char *st;
+		struct sb *s;
+
+		if (!sbx_id_valid(id) || op_find(n, id))
+			continue;
+		s = sb_find(n, id);
+		if (s && s->st != SB_READY)
+			continue;
+		if (sbx_db_query(&n->db, &r, &err, "SELECT status, memory_mb, disk_gb, coalesce(node_id, '') "
+				 "FROM sandboxes WHERE id = $1", 1, id) < 0) {
+			log_warnx("orphan pass: %s", err.msg);
+			goto out; /* without the records, remove nothing */
+		}
+		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
+		if (PQntuples(r) == 1 && (!strcmp(st, "ready") || !strcmp(st, "paused") || !strcmp(st, "pausing") ||
+					  !strcmp(st, "resuming")) && !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
+			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
+				log_info("sandbox %s: adopted (%s)", id, st);
+			continue;
+		}
+		log_info("sandbox %s: removing leftovers (record: %s)", id, st);
+		destroy_local(n, id, NULL, "no live record owns it");
+	}
+	if (at_start) {
+		/* live records of this node with nothing here: lost in a crash */
+		cleanup_pgres PGresult *r = NULL;
+		if (sbx_db_query(&n->db, &r, &err,
+				 "SELECT id FROM sandboxes WHERE node_id = $1 AND status IN ('ready', 'pausing', 'paused', 'resuming')",
+				 1, n->node_id) == 0) {
+			for (int i = 0; i < PQntuples(r); i++) {
+				const char *id = PQgetvalue(r, i, 0);
+				if (!sb_find(n, id)) {
+					log_warnx("sandbox %s: not found on its node", id);
+					mark_failed(n, id, "the sandbox was lost: its node no longer has it");
+				}
+			}
+		}
+	}
+out:
+	for (size_t i = 0; i < nn; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* ---- what this node offers ---- */
+
+/* Upserts this node's row (heartbeat, templates it has unpacked) and each
+ * template's description from its image.json. */
+static void node_register(struct node *n)
+{
+	char dir[600];
+	DIR *d;
+	struct dirent *de;
+	cleanup_json json_t *names = json_array();
+	cleanup_free char *names_s = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	snprintf(dir, sizeof(dir), "%s/templates", n->sc.state_dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		char path[1200];
+		cleanup_json json_t *img = NULL;
+		json_error_t jerr;
+		const char *dn, *desc, *digest;
+
+		if (de->d_name[0] == '.' || !template_name_ok(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/current/image.json", dir, de->d_name);
+		img = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+		if (!img)
+			continue;
+		dn = sbx_json_str(img, "display_name", de->d_name);
+		desc = sbx_json_str(img, "description", "");
+		digest = sbx_json_str(img, "digest", NULL);
+		if (sbx_db_query(&n->db, NULL, &err,
+				 "INSERT INTO templates (name, display_name, description, digest) VALUES ($1, $2, $3, $4) "
+				 "ON CONFLICT (name) DO UPDATE SET display_name = $2, description = $3, digest = $4",
+				 4, de->d_name, dn, desc, digest) < 0) {
+			log_warnx("registering template %s: %s", de->d_name, err.msg);
+			continue;
+		}
+		json_array_append_new(names, json_string(de->d_name));
+	}
+	if (d)
+		closedir(d);
+	names_s = json_dumps(names, JSON_COMPACT);
+	if (sbx_db_query(&n->db, NULL, &err,
+			 "INSERT INTO nodes (id, templates, heartbeat_at) "
+			 "VALUES ($1, ARRAY(SELECT jsonb_array_elements_text($2::jsonb)), now()) "
+			 "ON CONFLICT (id) DO UPDATE SET templates = EXCLUDED.templates, heartbeat_at = now()",
+			 2, n->node_id, names_s) < 0)
+		log_warnx("registering node: %s", err.msg);
+}
+
+/* ---- the loop ---- */
+
+/* We are a child subreaper: runsc's processes end up ours. Reap them all;
+ * an op's own status is kept for op_done. */
+static void reap_children(struct node *n)
+{
+	pid_t pid;
+	int st;
+
+	while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+		for (struct op *o = n->ops; o; o = o->next)
+			if (o->pid == pid) {
+				o->reaped = true;
+				o->status = st;
+			}
+	}
+}
+
+static int mq_setup(struct node *n, sbx_err *err)
+{
+	sbx_mq_close(n->mq);
+	n->mq = NULL;
+	if (sbx_mq_open(&n->mq, sbx_cfg_str(n->cfg, "amqp_url"), err) < 0 ||
+	    sbx_mq_declare_queue(n->mq, n->queue, err) < 0 || sbx_mq_consume(n->mq, n->queue, 64, err) < 0)
+		return -1;
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
+		epoll_ctl(n->ep, EPOLL_CTL_ADD, sbx_mq_fd(n->mq), &ev);
+	}
+	log_info("node agent consuming %s", n->queue);
+	return 0;
+}
+
+static void resolve_init_path(struct node *n)
+{
+	const char *s = sbx_cfg_str(n->cfg, "init_path");
+	char self[512];
+	ssize_t l;
+
+	if (s[0]) {
+		snprintf(n->init_path, sizeof(n->init_path), "%s", s);
+		return;
+	}
+	/* next to sbx-worker: the build tree, or an install's libexec */
+	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (l > 0) {
+		char *slash;
+		self[l] = 0;
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(n->init_path, sizeof(n->init_path), "%s/../src/init/sbx-init", self);
+			if (access(n->init_path, X_OK) == 0)
+				return;
+			snprintf(n->init_path, sizeof(n->init_path), "%s/../libexec/sbx/sbx-init", self);
+			if (access(n->init_path, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(n->init_path, sizeof(n->init_path), "/usr/libexec/sbx/sbx-init");
 }
 
 int node_run(const sbx_config *cfg, int index, void *ctx)
 {
+	static struct node nd;
+	struct node *n = &nd;
+	sbx_err err = SBX_ERR_INIT;
+	long retry_ms = 500;
+	bool mq_up = false;
+
 	(void)ctx;
-	log_info("node agent #%d started (node %s)", index, worker_node_id(cfg));
-	while (!sbx_child_stop)
-		sleep(1); /* a signal ends the sleep early */
+	memset(n, 0, sizeof(*n));
+	n->cfg = cfg;
+	n->node_id = worker_node_id(cfg);
+	node_queue_name(n->node_id, n->queue, sizeof(n->queue));
+	n->net.bridge = sbx_cfg_str(cfg, "net_bridge");
+	n->net.subnet = sbx_cfg_str(cfg, "net_subnet");
+	n->net.uplink_netns = sbx_cfg_str(cfg, "net_uplink_netns");
+	resolve_init_path(n);
+	n->sc.state_dir = sbx_cfg_str(cfg, "state_dir");
+	n->sc.runsc = sbx_cfg_str(cfg, "runsc_path");
+	n->sc.platform = sbx_cfg_str(cfg, "runsc_platform");
+	n->sc.init_path = n->init_path;
+	n->sc.nproc_limit = (int)sbx_cfg_int(cfg, "sandbox_nproc");
+	n->sc.pids_max = (int)sbx_cfg_int(cfg, "sandbox_pids_max");
+	n->sc.net = &n->net;
+	n->sc.start_timeout_ms = (int)sbx_cfg_int(cfg, "start_timeout") * 1000;
+	log_info("node agent #%d started (node %s, state %s, init %s)", index, n->node_id, n->sc.state_dir,
+		 n->init_path);
+	/* runsc's processes are reparented to us (fast deletes need that) */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	n->ep = epoll_create1(EPOLL_CLOEXEC);
+	if (n->ep < 0)
+		fatal("epoll_create1");
+	{
+		/* reap at once: a runsc delete waits until its sandbox is reaped */
+		sigset_t chld;
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &n->sigfd };
+		sigemptyset(&chld);
+		sigaddset(&chld, SIGCHLD);
+		sigprocmask(SIG_BLOCK, &chld, NULL);
+		n->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+		if (n->sigfd < 0)
+			fatal("signalfd");
+		epoll_ctl(n->ep, EPOLL_CTL_ADD, n->sigfd, &ev);
+	}
+	mkdir(n->sc.state_dir, 0700);
+	while (!sbx_child_stop && net_node_setup(&n->net, &err) < 0) {
+		log_warnx("network setup: %s; retrying", err.msg);
+		worker_sleep_ms(5000);
+	}
+	if (sbx_db_open(&n->db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
+		log_warnx("%s (retried)", err.msg);
+	n->next_orphans = 0; /* first pass at once: a crash may have left things */
+	while (!sbx_child_stop || n->ops) {
+		struct epoll_event evs[32];
+		long long now = mono_ms();
+		int k, timeout = 1000;
+
+		if (!mq_up && !sbx_child_stop) {
+			if (mq_setup(n, &err) < 0) {
+				log_warnx("%s; retrying in %ld ms", err.msg, retry_ms);
+				timeout = (int)retry_ms;
+				retry_ms = retry_ms * 2 > 30000 ? 30000 : retry_ms * 2;
+			} else {
+				mq_up = true;
+				retry_ms = 500;
+			}
+		}
+		if (now >= n->next_orphans && !sbx_child_stop) {
+			node_register(n);
+			reap_orphans(n, n->next_orphans == 0);
+			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
+		}
+		if (now >= n->next_liveness) {
+			check_liveness(n);
+			n->next_liveness = now + LIVENESS_MS;
+		}
+		k = epoll_wait(n->ep, evs, 32, timeout);
+		reap_children(n);
+		for (int i = 0; i < k; i++) {
+			if (evs[i].data.ptr == &n->sigfd) {
+				struct signalfd_siginfo si;
+				while (read(n->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+					;
+			} else if (evs[i].data.ptr) {
+				op_read(n, evs[i].data.ptr);
+			}
+		}
+		/* the broker's socket, and whatever librabbitmq buffered already */
+		while (mq_up && !sbx_child_stop) {
+			sbx_mq_msg m;
+			int r = sbx_mq_next(n->mq, 0, &m, &err);
+			if (r == 0)
+				break;
+			if (r < 0) {
+				log_warnx("%s; reconnecting", err.msg);
+				mq_up = false;
+				break;
+			}
+			sbx_log_set_request_id(m.request_id);
+			on_message(n, &m);
+			sbx_log_set_request_id(NULL);
+			sbx_mq_msg_free(&m);
+		}
+	}
+	sbx_mq_close(n->mq);
+	sbx_db_close(&n->db);
 	log_info("node agent #%d stopped", index);
 	return 0;
 }

@@ -1,7 +1,9 @@
-/* The provisioner: takes work from its queue (sbx.provision). It answers
- * pings, which prove the whole path (queue, reply-to, request id in the log),
- * and refuses provision requests until a driver can run sandboxes, so a
- * create ends 'failed' with a reason instead of hanging.
+/* The provisioner: takes work from its queue (sbx.provision): pings (which
+ * prove the whole path: queue, reply-to, request id in the log), provision
+ * and destroy. A driver decides where a sandbox runs. The record is the
+ * source of truth: 'ready' is written only if the record is still
+ * 'starting' and nobody asked to destroy it meanwhile; otherwise what was
+ * made is undone at once.
  *
  * The broker may be down when we start or go away later: we never exit for
  * that, we retry with back-off, so the master does not see a crash loop. */
@@ -12,6 +14,9 @@
 #include <unistd.h>
 #include "daemon.h"
 #include "json.h"
+#include "cleanup.h"
+#include "db.h"
+#include "driver.h"
 #include "id.h"
 #include "log.h"
 #include "mq.h"
@@ -53,16 +58,89 @@ static int reply(sbx_mq *mq, const sbx_mq_msg *m, json_t *body_json /* stolen */
 	return r;
 }
 
+struct prov {
+	sbx_db db;
+	struct driver drv;
+	const char *node;
+};
+
+static json_t *do_provision(struct prov *p, const char *id)
+{
+	struct sandbox_rec rec;
+	struct placement pl = { { 0 }, { 0 } };
+	cleanup_pgres PGresult *res = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	char status[32];
+
+	if (sandbox_rec_load(&p->db, id, &rec, status, sizeof(status), &err) < 0)
+		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	if (strcmp(status, "starting") != 0) {
+		sandbox_rec_free(&rec);
+		return json_pack("{s:b, s:s}", "ok", 0, "error", "the sandbox is no longer starting");
+	}
+	if (p->drv.ops->start(&p->drv, &rec, &pl, &err) < 0) {
+		sandbox_rec_free(&rec);
+		log_warnx("sandbox %s: start failed: %s", id, err.msg);
+		return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", err.msg, "code", err.code);
+	}
+	if (sbx_db_query(&p->db, &res, &err,
+			 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
+			 "last_activity_at = now() WHERE id = $1 AND status = 'starting' "
+			 "AND destroy_requested_at IS NULL RETURNING id",
+			 3, id, pl.node_id, pl.container_id) < 0 ||
+	    PQntuples(res) != 1) {
+		sbx_err derr = SBX_ERR_INIT;
+		/* cancelled, failed by a deadline, or the database is gone: undo */
+		snprintf(rec.node_id, sizeof(rec.node_id), "%s", pl.node_id);
+		if (p->drv.ops->destroy(&p->drv, &rec, &derr) < 0)
+			log_warnx("sandbox %s: undo failed (%s); the node's reaper will remove it", id, derr.msg);
+		sandbox_rec_free(&rec);
+		return json_pack("{s:b, s:s}", "ok", 0, "error",
+				 err.msg[0] ? err.msg : "the sandbox was cancelled while it started");
+	}
+	sandbox_rec_free(&rec);
+	log_info("sandbox %s: ready on node %s", id, pl.node_id);
+	return json_pack("{s:b, s:s, s:s}", "ok", 1, "node_id", pl.node_id, "container_id", pl.container_id);
+}
+
+json_t *provisioner_destroy(sbx_db *db, struct driver *drv, const char *id, const char *reason)
+{
+	struct sandbox_rec rec;
+	sbx_err err = SBX_ERR_INIT;
+	char status[32];
+
+	if (sandbox_rec_load(db, id, &rec, status, sizeof(status), &err) < 0)
+		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	if (!strcmp(status, "destroyed") && !reason) {
+		sandbox_rec_free(&rec);
+		return json_pack("{s:b}", "ok", 1);
+	}
+	if (drv->ops->destroy(drv, &rec, &err) < 0) {
+		sandbox_rec_free(&rec);
+		log_warnx("sandbox %s: destroy failed: %s (the reaper retries)", id, err.msg);
+		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	}
+	sandbox_rec_free(&rec);
+	if (sbx_db_query(db, NULL, &err,
+			 "UPDATE sandboxes SET status = 'destroyed', destroyed_at = coalesce(destroyed_at, now()), "
+			 "destroy_reason = coalesce(destroy_reason, $2, 'user') WHERE id = $1",
+			 2, id, reason) < 0)
+		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	log_info("sandbox %s: destroyed", id);
+	return json_pack("{s:b}", "ok", 1);
+}
+
 /* Handles one delivery. Returns < 0 only when the connection failed (the
  * caller reconnects); a bad message is rejected, not fatal. */
-static int handle(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *err)
+static int handle(sbx_mq *mq, const sbx_mq_msg *m, struct prov *p, sbx_err *err)
 {
 	cleanup_json json_t *body = NULL;
 	json_error_t jerr;
 	const char *why = NULL, *sandbox_id = NULL;
-	bool ping = !strcmp(m->type, "ping"), provision = !strcmp(m->type, "provision");
+	bool ping = !strcmp(m->type, "ping"), provision = !strcmp(m->type, "provision"),
+	     destroy = !strcmp(m->type, "destroy");
 
-	if (!ping && !provision) {
+	if (!ping && !provision && !destroy) {
 		why = "unknown message type";
 	} else if (!m->reply_to[0]) {
 		why = "no reply_to";
@@ -70,9 +148,9 @@ static int handle(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *er
 		body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 		/* a ping carries nothing: exactly {} */
 		if (!body || (ping && json_unpack_ex(body, &jerr, JSON_STRICT, "{}") < 0) ||
-		    (provision && json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &sandbox_id) < 0))
+		    (!ping && json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &sandbox_id) < 0))
 			why = jerr.text;
-		else if (provision && !sbx_id_valid(sandbox_id))
+		else if (!ping && !sbx_id_valid(sandbox_id))
 			why = "sandbox_id is not an id";
 	}
 	if (why) {
@@ -82,17 +160,16 @@ static int handle(sbx_mq *mq, const sbx_mq_msg *m, const char *node, sbx_err *er
 	if (ping) {
 		if (reply(mq, m,
 			  json_pack("{s:b, s:s, s:i, s:s}", "ok", 1, "role", "provisioner", "pid", (int)getpid(),
-				    "node", node),
+				    "node", p->node),
 			  "pong", err) < 0)
 			return -1; /* not acked: the broker gives it to someone else */
 		log_info("ping answered");
-	} else {
-		if (reply(mq, m,
-			  json_pack("{s:b, s:s}", "ok", 0, "error",
-				    "no driver can run sandboxes on this install yet"),
-			  "provisioned", err) < 0)
+	} else if (provision) {
+		if (reply(mq, m, do_provision(p, sandbox_id), "provisioned", err) < 0)
 			return -1;
-		log_warnx("sandbox %s: refused: no driver can run sandboxes yet", sandbox_id);
+	} else {
+		if (reply(mq, m, provisioner_destroy(&p->db, &p->drv, sandbox_id, NULL), "destroyed", err) < 0)
+			return -1;
 	}
 	return sbx_mq_ack(mq, m->delivery_tag, err);
 }
@@ -104,8 +181,13 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 	long retry_ms = RETRY_MIN_MS;
 	bool ready = false;
 	sbx_mq *mq = NULL;
+	struct prov p = { .node = node };
+	sbx_err ierr = SBX_ERR_INIT;
 
 	(void)ctx;
+	if (sbx_db_open(&p.db, sbx_cfg_str(cfg, "db_url"), &ierr) < 0)
+		log_warnx("%s (retried per request)", ierr.msg);
+	driver_init(&p.drv, cfg, &ierr);
 	log_info("provisioner #%d started (node %s)", index, node);
 	while (!sbx_child_stop) {
 		sbx_err err = SBX_ERR_INIT;
@@ -132,7 +214,7 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 			continue;
 		}
 		sbx_log_set_request_id(msg.request_id);
-		if (handle(mq, &msg, node, &err) < 0) {
+		if (handle(mq, &msg, &p, &err) < 0) {
 			log_warnx("%s; reconnecting", err.msg);
 			ready = false;
 		}
@@ -140,6 +222,8 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 		sbx_mq_msg_free(&msg);
 	}
 	sbx_mq_close(mq);
+	driver_fini(&p.drv);
+	sbx_db_close(&p.db);
 	log_info("provisioner #%d stopped", index);
 	return 0;
 }

@@ -1,17 +1,89 @@
-/* The reaper: destroys idle, expired and long-paused sandboxes. For now a
- * placeholder process supervised like the real one will be. */
+/* The reaper: the records' side of cleaning up. Every reaper_interval it
+ *  - asks for the destroy of sandboxes past their idle timeout or their
+ *    lifetime (writing the intent and the reason first),
+ *  - finishes destroys that were asked for but not done (a crash, a node
+ *    that did not answer),
+ *  - turns records stuck in 'starting' into 'failed'.
+ * Each pass is a set of conditional updates, so several reapers on several
+ * machines can run at once. What is left on a node with no live record is
+ * the node agent's to remove (it lists its own machine). */
 #include "config.h"
+#include <stdio.h>
+#include <string.h>
 #include <unistd.h>
+#include "cleanup.h"
 #include "daemon.h"
+#include "db.h"
+#include "driver.h"
+#include "json.h"
 #include "log.h"
 #include "roles.h"
 
+static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
+{
+	cleanup_pgres PGresult *r = NULL, *d = NULL, *st = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	char grace[32];
+
+	/* 1. expiry: the intent first, with the reason */
+	if (sbx_db_query(db, &r, &err,
+			 "UPDATE sandboxes SET destroy_requested_at = now(), destroy_reason = CASE "
+			 "  WHEN expires_at <= now() THEN 'max_lifetime' ELSE 'idle_ttl' END "
+			 "WHERE status = 'ready' AND destroy_requested_at IS NULL AND (expires_at <= now() "
+			 "  OR last_activity_at + make_interval(secs => idle_timeout_s) <= now()) RETURNING id, destroy_reason",
+			 0) < 0) {
+		log_warnx("reaper: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		log_info("sandbox %s: expired (%s)", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
+
+	/* 2. stuck in 'starting' past any deadline a create could have */
+	snprintf(grace, sizeof(grace), "%lld",
+		 sbx_cfg_int(cfg, "rpc_timeout") + sbx_cfg_int(cfg, "start_timeout") + 30);
+	if (sbx_db_query(db, &st, &err,
+			 "UPDATE sandboxes SET status = 'failed', failure_reason = 'the create did not finish "
+			 "(stuck in starting)' WHERE status = 'starting' "
+			 "AND created_at < now() - make_interval(secs => $1::int) RETURNING id",
+			 1, grace) < 0)
+		log_warnx("reaper: %s", err.msg);
+	else
+		for (int i = 0; i < PQntuples(st); i++)
+			log_warnx("sandbox %s: stuck in starting; marked failed", PQgetvalue(st, i, 0));
+
+	/* 3. every destroy asked for and not done */
+	if (sbx_db_query(db, &d, &err,
+			 "SELECT id FROM sandboxes WHERE destroy_requested_at IS NOT NULL AND status <> 'destroyed' "
+			 "ORDER BY destroy_requested_at LIMIT 100",
+			 0) < 0) {
+		log_warnx("reaper: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(d) && !sbx_child_stop; i++) {
+		cleanup_json json_t *res = provisioner_destroy(db, drv, PQgetvalue(d, i, 0), NULL);
+		if (!json_is_true(json_object_get(res, "ok")))
+			log_warnx("sandbox %s: destroy failed (%s); next pass retries", PQgetvalue(d, i, 0),
+				  json_string_value(json_object_get(res, "error")));
+	}
+}
+
 int reaper_run(const sbx_config *cfg, int index, void *ctx)
 {
+	struct driver drv;
+	sbx_db db;
+	sbx_err err = SBX_ERR_INIT;
+
 	(void)ctx;
 	log_info("reaper #%d started (every %lld s)", index, sbx_cfg_int(cfg, "reaper_interval"));
-	while (!sbx_child_stop)
-		sleep(1); /* a signal ends the sleep early */
+	if (sbx_db_open(&db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
+		log_warnx("%s (retried)", err.msg);
+	driver_init(&drv, cfg, &err);
+	while (!sbx_child_stop) {
+		pass(&db, &drv, cfg);
+		worker_sleep_ms(sbx_cfg_int(cfg, "reaper_interval") * 1000);
+	}
+	driver_fini(&drv);
+	sbx_db_close(&db);
 	log_info("reaper #%d stopped", index);
 	return 0;
 }

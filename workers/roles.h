@@ -18,4 +18,11 @@ const char *worker_node_id(const sbx_config *cfg);
  * set, so a draining child never waits out a whole back-off. */
 void worker_sleep_ms(long ms);
 
+/* Destroys a sandbox through the driver and records it (provisioner and
+ * reaper share it). reason: destroy_reason to record when none is set. */
+struct driver;
+#include <jansson.h>
+#include "db.h"
+json_t *provisioner_destroy(sbx_db *db, struct driver *drv, const char *id, const char *reason);
+
 #endif

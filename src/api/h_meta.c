@@ -103,8 +103,10 @@ void h_templates(struct api_req *r)
 	json_t *arr;
 
 	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "SELECT coalesce(jsonb_agg(jsonb_build_object('name', name, 'display_name', display_name, "
-			 "'description', description) ORDER BY name), '[]') FROM templates",
+			 "SELECT coalesce(jsonb_agg(jsonb_build_object('name', t.name, 'display_name', t.display_name, "
+			 "'description', t.description) ORDER BY t.name), '[]') FROM templates t "
+			 "WHERE EXISTS (SELECT 1 FROM nodes n WHERE t.name = ANY(n.templates) "
+			 "AND n.heartbeat_at > now() - interval '2 minutes')",
 			 0) < 0) {
 		api_send_error(r, &err);
 		return;

@@ -370,7 +370,10 @@ static int check_template(struct api_req *r, const char *name, sbx_err *err)
 	cleanup_pgres PGresult *res = NULL;
 
 	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "SELECT bool_or(name = $1), string_agg(name, ', ' ORDER BY name) FROM templates", 1, name) < 0)
+			 "SELECT coalesce(bool_or(t.name = $1), false), coalesce(string_agg(t.name, ', ' ORDER BY t.name), "
+			 "'none') FROM templates t WHERE EXISTS (SELECT 1 FROM nodes n WHERE t.name = ANY(n.templates) "
+			 "AND n.heartbeat_at > now() - interval '2 minutes')",
+			 1, name) < 0)
 		return -1;
 	if (PQgetvalue(res, 0, 0)[0] != 't')
 		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,
@@ -453,7 +456,7 @@ void h_sandboxes_create(struct api_req *r)
 		json_t *rep = NULL;
 		json_error_t jerr;
 		int ok = 0;
-		const char *why = NULL, *node = NULL, *container = NULL;
+		const char *why = NULL, *node = NULL, *container = NULL, *code = NULL;
 
 		msg = json_dumps(m, JSON_COMPACT);
 		json_decref(m);
@@ -470,8 +473,8 @@ void h_sandboxes_create(struct api_req *r)
 		}
 		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
 		sbx_mq_msg_free(&reply);
-		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s}", "ok", &ok, "error", &why,
-					   "node_id", &node, "container_id", &container) < 0) {
+		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s, s?s}", "ok", &ok, "error", &why,
+					   "code", &code, "node_id", &node, "container_id", &container) < 0) {
 			json_decref(rep);
 			mark_failed(r, id, "provisioner sent a malformed reply");
 			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: malformed reply");

@@ -34,7 +34,13 @@ enum sbx_frame_type {
 	SBX_F_EXIT = 0x85,    /* payload: i32 exit code, u32 signal, u8 flags (bit0 timed out) */
 	SBX_F_ERROR = 0x86,   /* payload: UTF-8 message (<= 1024 bytes), the exec failed to start */
 	SBX_F_HELLO = 0x87,   /* payload: u32 protocol version, sent first on connect */
+	SBX_F_STDIN_ACK = 0x88, /* payload: u32 stdin bytes written to the process */
 };
+
+/* Stdin flow control: the host keeps at most this many stdin bytes of one
+ * process unacknowledged (STDIN_ACK); sbx-init closes a channel that sends
+ * more, so a process that does not read its stdin costs bounded memory. */
+#define SBX_STDIN_WINDOW (1024 * 1024)
 
 #define SBX_FRAME_VERSION 1
 

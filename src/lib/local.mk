@@ -11,4 +11,5 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/db.c src/lib/db.h \
 	src/lib/mq.c src/lib/mq.h \
 	src/lib/daemon.c src/lib/daemon.h \
-	src/lib/router.c src/lib/router.h
+	src/lib/router.c src/lib/router.h \
+	src/lib/frame.c src/lib/frame.h

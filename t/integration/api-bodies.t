@@ -109,27 +109,27 @@ FCGI_EXTRA=(-p CONTENT_LENGTH=100)
 bad fcgi 400 '.' '{"name":"x"}' "CONTENT_LENGTH longer than the body"
 FCGI_EXTRA=()
 
-# A valid create: no provisioner can run a sandbox yet, so 503 and a failed
-# record that GET shows; DELETE is 204, twice.
+# A valid create: 201 with a ready sandbox that GET and the list show;
+# DELETE is 204, twice, and the record stays as destroyed.
 for mode in $MODES; do
 	T_SECTION=$mode
 	tag="t$RANDOM$RANDOM"
 	before=$(count)
 	req $mode POST /sandboxes "{\"name\":\"it-ok-$mode\",\"metadata\":{\"tag\":\"$tag\"},\"specs\":{\"cpu\":500,\"memory\":256,\"disk\":1}}" \
 		-H "X-Request-Id: it-ok-$tag"
-	is "$STATUS" 503 "valid create: 503 (provisioning cannot succeed yet)"
-	error_shape '.' "valid create"
+	is "$STATUS" 201 "valid create: 201"
+	is "$(j -r .data.status)" ready "valid create: the sandbox is ready"
 	is "$(count)" "$((before + 1))" "valid create: one record written"
 	id=$(psql_q "SELECT id FROM sandboxes WHERE org_id = '$ORG' AND metadata->>'tag' = '$tag'")
 	like "$id" '^[0-9a-f]{24}$' "the record is in the database"
-	is "$(psql_q "SELECT status FROM sandboxes WHERE id = '$id'")" failed "its status is failed"
+	is "$(j -r .data.id)" "$id" "the answer names it"
 	is "$(psql_q "SELECT request_id FROM sandboxes WHERE id = '$id'")" "it-ok-$tag" "it records the request id"
 	req $mode GET "/sandboxes?metadata.tag=$tag"
 	is "$(j -r '[.data.data[].id] | join(",")')" "$id" "the list finds it by metadata"
 	req $mode GET "/sandboxes/$id"
-	is "$STATUS" 200 "GET the failed sandbox: 200"
-	is "$(j -r .data.status)" failed "GET: status failed"
-	like "$(j -r '.data.failure_reason // ""')" '.' "GET: failure_reason says why"
+	is "$STATUS" 200 "GET the sandbox: 200"
+	is "$(j -r .data.status)" ready "GET: status ready"
+	is "$(j -r '.data.failure_reason')" null "GET: no failure_reason"
 	is "$(j -r .data.name)" "it-ok-$mode" "GET: name"
 	is "$(j -cS .data.specs)" '{"cpu":500,"disk":1,"memory":256}' "GET: specs"
 	is "$(j -c .data.metadata)" "{\"tag\":\"$tag\"}" "GET: metadata"
@@ -138,15 +138,39 @@ for mode in $MODES; do
 	is "$BODY" "" "DELETE: no body"
 	req $mode DELETE "/sandboxes/$id"
 	is "$STATUS" 204 "DELETE again: 204"
+	is "$(psql_q "SELECT status || ' ' || destroy_reason FROM sandboxes WHERE id = '$id'")" "destroyed user" \
+		"the record stays, destroyed by its user"
 	req $mode DELETE "/sandboxes/$(random_id)"
 	is "$STATUS" 404 "DELETE unknown id: 404"
 
 	# "1..64 chars" are characters, not bytes: 64 two-byte characters are a valid name.
 	before=$(count)
 	req $mode POST /sandboxes "{\"name\":\"$name64u\"}"
-	is "$STATUS" 503 "name of 64 two-byte characters (128 bytes) is valid: 503 from provisioning"
+	is "$STATUS" 201 "name of 64 two-byte characters (128 bytes) is valid: 201"
 	is "$(count)" "$((before + 1))" "... and its record was written"
+	req $mode DELETE "/sandboxes/$(j -r .data.id)"
+	is "$STATUS" 204 "... and it is destroyed"
 done
+
+# A create that fails on the node (a template a node claims but cannot run):
+# 503, and the record stays as failed with the reason; DELETE is 204.
+T_SECTION=""
+psql_q "INSERT INTO templates (name, display_name) VALUES ('it-missing', 'missing') ON CONFLICT DO NOTHING;
+	INSERT INTO nodes (id, templates) VALUES ('it-fake-node', '{it-missing}')
+	ON CONFLICT (id) DO UPDATE SET templates = '{it-missing}', heartbeat_at = now()" > /dev/null
+before=$(count)
+req fcgi POST /sandboxes '{"name":"it-fails","template":"it-missing"}'
+is "$STATUS" 503 "a create the node cannot do: 503"
+error_shape '.' "failed create"
+id=$(j -r .data.id)
+like "$id" '^[0-9a-f]{24}$' "the error names the failed record"
+is "$(count)" "$((before + 1))" "its record was written"
+req fcgi GET "/sandboxes/$id"
+is "$(j -r .data.status)" failed "GET: status failed"
+like "$(j -r '.data.failure_reason // ""')" 'template' "GET: failure_reason says why (the template)"
+req fcgi DELETE "/sandboxes/$id"
+is "$STATUS" 204 "DELETE the failed record: 204"
+psql_q "DELETE FROM nodes WHERE id = 'it-fake-node'; DELETE FROM templates WHERE name = 'it-missing'" > /dev/null
 
 # Org limits: 403 naming the limit, nothing written.
 T_SECTION=""
@@ -155,10 +179,11 @@ ok $? "sbx-admin org limits --max-sandboxes 0"
 for mode in $MODES; do
 	bad $mode 403 '[Ss]andbox limit|max_sandboxes|concurrent' '{"name":"x"}' "[$mode] max_sandboxes 0"
 done
-# Failed records count against no quota: with max 1 and only failed ones, create still tries.
+# Failed and destroyed records count against no quota: with max 1 and only those, a create works.
 admin org limits "$ORG" --max-sandboxes 1 > /dev/null 2>&1
 req fcgi POST /sandboxes '{"name":"it-quota"}'
-is "$STATUS" 503 "max_sandboxes 1 with only failed records: provisioning is tried (503)"
+is "$STATUS" 201 "max_sandboxes 1 with only failed/destroyed records: created"
+req fcgi DELETE "/sandboxes/$(j -r .data.id)"
 live=$(random_id)
 psql_q "INSERT INTO sandboxes (id, org_id, name, template, status, region, cpu, memory_mb, disk_gb,
 	idle_timeout_s, expires_at) VALUES ('$live', '$ORG', 'it-live', 'debian-12', 'ready', 'local',
@@ -173,7 +198,8 @@ for mode in $MODES; do
 	bad $mode 403 '[Mm]emory' '{"specs":{"memory":512}}' "[$mode] memory 512 over max_memory_mb 256"
 done
 req fcgi POST /sandboxes '{"specs":{"memory":256}}'
-is "$STATUS" 503 "memory 256 at max_memory_mb 256: allowed (503 from provisioning)"
+is "$STATUS" 201 "memory 256 at max_memory_mb 256: allowed"
+req fcgi DELETE "/sandboxes/$(j -r .data.id)"
 
 psql_q "DELETE FROM sandboxes WHERE org_id = '$ORG'" > /dev/null
 finish

@@ -1,0 +1,57 @@
+/* Drivers decide where a sandbox runs (STYLE.md: a struct of function
+ * pointers; a new driver is one new file). `local` runs it on this
+ * machine's node agent; `nomad` (later) submits a Nomad job per sandbox.
+ * Both are called by the provisioner and the reaper with the sandbox's
+ * record; both are idempotent for destroy. */
+#ifndef SBX_WORKER_DRIVER_H
+#define SBX_WORKER_DRIVER_H
+
+#include <libpq-fe.h>
+#include "db.h"
+#include "err.h"
+#include "id.h"
+#include "mq.h"
+#include "settings.h"
+
+/* What a driver needs to know of a sandbox (read from its record). */
+struct sandbox_rec {
+	char id[SBX_ID_LEN + 1];
+	char template[65];
+	char node_id[256];
+	int cpu, memory_mb, disk_gb;
+	char *env_json; /* {"K":"V",...}, malloc'd */
+};
+
+struct placement {
+	char node_id[256];
+	char container_id[80];
+};
+
+struct driver;
+
+struct driver_ops {
+	const char *name;
+	int (*start)(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err);
+	int (*destroy)(struct driver *d, const struct sandbox_rec *s, sbx_err *err);
+};
+
+struct driver {
+	const struct driver_ops *ops;
+	const sbx_config *cfg;
+	sbx_mq *rpc; /* a connection of its own for requests to nodes */
+};
+
+extern const struct driver_ops driver_local_ops;
+
+int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err);
+void driver_fini(struct driver *d);
+
+/* Loads a record by id (any organisation: workers act for the system). */
+int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *status, size_t stsz,
+		     sbx_err *err);
+void sandbox_rec_free(struct sandbox_rec *s);
+
+/* The node agent's queue for a node id. */
+void node_queue_name(const char *node_id, char *out, size_t outsz);
+
+#endif

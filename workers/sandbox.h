@@ -1,0 +1,87 @@
+/* One sandbox on this node (local driver): everything the node agent makes
+ * for it and takes away again. Each function is a sequence of host steps;
+ * a failure undoes what that call made, and destroy is idempotent, so the
+ * reaper can call it on anything it finds.
+ *
+ * Layout under state_dir:
+ *   runsc/                      runsc --root (one for all sandboxes)
+ *   templates/NAME/rootfs       template root, read-only lower layer
+ *   sandboxes/ID/               one per sandbox:
+ *     sandbox.json              what was asked (written first: intent)
+ *     disk.img                  sparse ext4 image, specs.disk GB
+ *     disk/                     its mount: upper/ and work/ of the overlay
+ *     rootfs/                   overlay mount the container runs on
+ *     chan/                     bind-mounted at /run/sbx: sbx-init's channel
+ *     bundle/config.json        OCI spec
+ *     sandbox.pid                the sentry's host pid (runsc --pid-file)
+ *     runsc.log, console.log     runsc's log; PID 1's own stdout/stderr
+ *
+ * The process that calls sandbox_start becomes a child subreaper
+ * (PR_SET_CHILD_SUBREAPER): every sentry becomes its child once runsc
+ * detaches, and it must reap them (waitpid(-1, WNOHANG) on SIGCHLD), or
+ * `runsc delete` waits ~1.6 s for each. doc/sandbox-node.md has the details.
+ */
+#ifndef SBX_WORKER_SANDBOX_H
+#define SBX_WORKER_SANDBOX_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include "err.h"
+#include "id.h"
+#include "net.h"
+#include "settings.h"
+
+struct sandbox_spec {
+	char id[SBX_ID_LEN + 1];  /* also the runsc container id (fixed length) */
+	const char *template;     /* name under state_dir/templates */
+	int cpu;                  /* MHz shares, 1..2000: 1000 = one core */
+	int memory_mb;
+	int disk_gb;
+	const char *const *env;   /* NULL-terminated "K=V" (the sandbox's default env) */
+};
+
+struct sandbox_paths {
+	char dir[512], disk_img[512], disk_mnt[512], rootfs[512], chan_dir[512], chan_sock[512],
+		bundle[512], runsc_root[512];
+};
+
+struct sandbox_node_cfg {
+	const char *state_dir;
+	const char *runsc;        /* runsc binary */
+	const char *platform;     /* systrap | ptrace */
+	const char *init_path;    /* host path of the static sbx-init; "" or NULL: a stand-in
+	                           * PID 1 (`sleep infinity` from the rootfs), no channel */
+	int nproc_limit;          /* RLIMIT_NPROC inside */
+	int pids_max;             /* host pids.max backstop */
+	const struct net_config *net; /* the node's network (bridge, subnet, uplink netns) */
+	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
+};
+
+void sandbox_paths(const struct sandbox_node_cfg *c, const char *id, struct sandbox_paths *p);
+/* Makes everything and starts the container; returns when sbx-init has
+ * connected (or listens) on the channel. On failure nothing is left. */
+int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err);
+/* Stops and removes everything of the sandbox; fine to call for one that
+ * is half-made or already gone. */
+int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
+/* Is its sentry (the runsc sandbox process) alive? 1 yes, 0 no, -1 unknown. */
+int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz);
+/* How often the kernel's OOM killer struck inside the sandbox's memory cgroup
+ * (-1: unknown). gVisor often survives a memory bomb with only the offending
+ * process killed: a count that rose during an exec says why it died. */
+long sandbox_oom_kills(const char *id);
+/* Ids with anything left on this node (dir, mounts, loop devices, runsc
+ * containers), found by independent listing, for the reaper. Scoped to
+ * state_dir: it never returns another node instance's sandbox (so it does
+ * not use net_list, whose netns names are global; a sandbox's directory is
+ * made before and removed after its network, so it covers the network).
+ * Free with sandbox_list_free. */
+int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err);
+void sandbox_list_free(char **ids, size_t n);
+/* A connection to sbx-init's channel of a running sandbox, after its HELLO
+ * frame (checked: type and version); *fd is O_CLOEXEC and blocking. Fails
+ * with code "no_init" when the sandbox runs without sbx-init (init_path ""). */
+int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
+		    sbx_err *err);
+
+#endif
