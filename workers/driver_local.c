@@ -103,8 +103,8 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 			 "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env", env ? env : json_object());
 	if (!body)
 		return sbx_err_set(err, 500, "nomem", "building a start request");
-	/* the node's own start deadline plus a margin for the queue */
-	if (node_call(d, node, "start", body, (int)(sbx_cfg_int(d->cfg, "start_timeout") + 15) * 1000, &rep, err) < 0)
+	/* less than the API waits, so a node that does not answer is reported, not guessed */
+	if (node_call(d, node, "start", body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, &rep, err) < 0)
 		return -1;
 	if (json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s}", "ok", &ok, "error", &why, "code", &code,
 			   "container_id", &cid) < 0)

@@ -33,8 +33,9 @@ const struct sbx_setting sbx_settings[] = {
 	{ "state_dir", SBX_ST_STR, "/var/lib/sbx", 0, 0, 0, WRK, "private state directory" },
 	{ "registry_url", SBX_ST_STR, "http://127.0.0.1:5000", 0, 0, 0, WRK,
 	  "the OCI registry holding template images and snapshots" },
-	{ "rpc_timeout", SBX_ST_SECS, "30", 1, 600, R, API,
-	  "seconds the API waits for a worker's reply to a request" },
+	{ "rpc_timeout", SBX_ST_SECS, "60", 5, 600, R, API | WRK,
+	  "seconds the API waits for a worker's reply (a create waits this long at most); "
+	  "the provisioner gives the node a little less, so the API hears why" },
 
 	/* logging and process control */
 	{ "log_file", SBX_ST_STR, "", 0, 0, R, ALL, "log file; empty for standard error" },
@@ -87,8 +88,8 @@ const struct sbx_setting sbx_settings[] = {
 	  "sandbox addresses; the gateway is the first address, on the bridge" },
 	{ "net_uplink_netns", SBX_ST_STR, "", 0, 0, 0, WRK,
 	  "named network namespace holding the bridge and its uplink; empty: the host's (tests use a private one)" },
-	{ "start_timeout", SBX_ST_SECS, "60", 5, 600, R, WRK,
-	  "seconds a sandbox may take to start before the create fails" },
+	{ "start_timeout", SBX_ST_SECS, "45", 2, 600, R, WRK,
+	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
 
 	/* operator defaults (DESIGN.md: Defaults an operator can change) */
 	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },
@@ -395,6 +396,8 @@ int sbx_config_check(const sbx_config *cfg, unsigned who, sbx_err *err)
 			return sbx_err_set(err, 0, "bad_config",
 					   "worker_restart_min_ms is larger than worker_restart_max_ms");
 	}
+	if ((who & SBX_FOR_WORKER) && sbx_cfg_int(cfg, "start_timeout") + 3 > sbx_cfg_int(cfg, "rpc_timeout"))
+		return sbx_err_set(err, 0, "bad_config", "start_timeout must be at least 3 s below rpc_timeout");
 	if (sbx_cfg_int(cfg, "exec_timeout") > sbx_cfg_int(cfg, "exec_timeout_max"))
 		return sbx_err_set(err, 0, "bad_config", "exec_timeout is larger than exec_timeout_max");
 	if (sbx_cfg_int(cfg, "volume_min_gb") > sbx_cfg_int(cfg, "volume_max_gb"))

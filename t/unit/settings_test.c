@@ -75,7 +75,7 @@ int main(void)
 	is_int(sbx_config_load(NULL, &cfg, &err), 0, "sbx_config_load(NULL) gives the defaults");
 	if (!cfg)
 		bail_out("no default config");
-	is_int(sbx_cfg_int(cfg, "rpc_timeout"), 30, "default rpc_timeout is 30 s");
+	is_int(sbx_cfg_int(cfg, "rpc_timeout"), 60, "default rpc_timeout is 60 s");
 	is_int(sbx_cfg_int(cfg, "api_children"), 8, "default api_children is 8");
 	is_int(sbx_cfg_int(cfg, "api_max_json_body"), 1048576, "default api_max_json_body is 1 MiB");
 	is_int(sbx_cfg_int(cfg, "idle_timeout"), 1800, "default idle_timeout is 30 min");
@@ -162,7 +162,7 @@ int main(void)
 		    "db_url = host=/tmp port=55432 dbname=sbx user=sbx\n"
 		    "auth_secret = " SECRET "\n"
 		    "  api_children=4  \n"
-		    "rpc_timeout = 45s\r\n"
+		    "rpc_timeout = 45s\r\nstart_timeout = 30\r\n"
 		    "idle_timeout = 5m\n"
 		    "max_lifetime = 1h\n"
 		    "paused_limit = 1d\n"
@@ -233,7 +233,7 @@ int main(void)
 	bad("api_children = 513\n", "outside 1..512", "a number above its maximum");
 	bad("api_children = 99999999999999999999999\n", "out of range", "an overflowing number");
 	bad("file_max_bytes = 9223372036854775807G\n", "out of range", "an overflowing size");
-	bad("rpc_timeout = 1h\n", "outside 1..600", "a duration above its maximum");
+	bad("rpc_timeout = 1h\n", "outside 5..600", "a duration above its maximum");
 	bad("rpc_timeout = 0s\n", "outside", "a duration below its minimum");
 	bad("rpc_timeout = 5x\n", "bad duration", "an unknown duration unit");
 	bad("rpc_timeout = 5 m\n", "bad duration", "a space before the unit");
