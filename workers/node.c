@@ -30,6 +30,7 @@
 #include "log.h"
 #include "mq.h"
 #include "net.h"
+#include "node_exec.h"
 #include "roles.h"
 #include "sandbox.h"
 
@@ -77,6 +78,7 @@ struct node {
 	char init_path[512];
 	long long next_liveness, next_orphans;
 	int sigfd;
+	struct relay *relay; /* runtime relay: execs, files, procs (node_exec.c) */
 };
 
 static long long mono_ms(void)
@@ -298,6 +300,8 @@ static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, c
 			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
 		return;
 	}
+	/* relay: its ops end now */
+	relay_sandbox_gone(n->relay, id, "not_ready", "the sandbox is being destroyed");
 	if (!s)
 		s = sb_add(n, id, SB_DESTROYING, 0, 0);
 	else
@@ -451,6 +455,13 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	const char *id = NULL;
 	sbx_err err = SBX_ERR_INIT;
 
+	if (relay_handles(m->type)) {
+		/* relay: the runtime's messages (some have raw bodies) */
+		relay_on_message(n->relay, m);
+		if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
+			log_warnx("%s", err.msg);
+		return;
+	}
 	body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body || !json_is_object(body) || !m->reply_to[0]) {
 		log_warnx("rejecting a malformed message of type '%.32s'", m->type);
@@ -518,6 +529,7 @@ static void check_liveness(struct node *n)
 		if (!why[0])
 			snprintf(why, sizeof(why), "the sandbox stopped");
 		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
+		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
 		mark_failed(n, s->id, why);
 		destroy_local(n, s->id, NULL, why);
 	}
@@ -636,6 +648,32 @@ static void node_register(struct node *n)
 		log_warnx("registering node: %s", err.msg);
 }
 
+/* ---- relay hooks (node_exec.c) ---- */
+
+static int relay_state(void *ctx, const char *id, char *why, size_t whysz)
+{
+	struct sb *s = sb_find(ctx, id);
+
+	if (!s)
+		return -1;
+	if (s->st == SB_READY)
+		return 1;
+	snprintf(why, whysz, "%s", s->st == SB_STARTING ? "starting" : "being destroyed");
+	return 0;
+}
+
+static void relay_dead(void *ctx, const char *id, const char *why)
+{
+	struct node *n = ctx;
+	struct sb *s = sb_find(n, id);
+
+	if (!s || s->st != SB_READY)
+		return;
+	log_warnx("sandbox %s: sentry is dead: %s", id, why);
+	mark_failed(n, id, why);
+	destroy_local(n, id, NULL, why);
+}
+
 /* ---- the loop ---- */
 
 /* We are a child subreaper: runsc's processes end up ours. Reap them all;
@@ -742,6 +780,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			fatal("signalfd");
 		epoll_ctl(n->ep, EPOLL_CTL_ADD, n->sigfd, &ev);
 	}
+	{
+		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead };
+		n->relay = relay_new(&n->sc, n->ep, &n->mq, &n->db, &h);
+		if (!n->relay)
+			fatal("relay_new");
+	}
 	mkdir(n->sc.state_dir, 0700);
 	while (!sbx_child_stop && net_node_setup(&n->net, &err) < 0) {
 		log_warnx("network setup: %s; retrying", err.msg);
@@ -781,6 +825,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 				struct signalfd_siginfo si;
 				while (read(n->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 					;
+			} else if (relay_owns(n->relay, evs[i].data.ptr)) {
+				relay_on_event(n->relay, evs[i].data.ptr, evs[i].events);
 			} else if (evs[i].data.ptr) {
 				op_read(n, evs[i].data.ptr);
 			}
@@ -802,6 +848,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			sbx_mq_msg_free(&m);
 		}
 	}
+	relay_free(n->relay);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);
 	log_info("node agent #%d stopped", index);

@@ -72,5 +72,14 @@ void h_sandboxes_create(struct api_req *r);
 void h_sandbox_get(struct api_req *r);
 void h_sandbox_wait(struct api_req *r);
 void h_sandbox_delete(struct api_req *r);
+void h_exec(struct api_req *r);
+void h_code(struct api_req *r);
+void h_file(struct api_req *r);
+void h_files_batch(struct api_req *r);
+void h_processes(struct api_req *r);
+void h_process(struct api_req *r);
+void h_process_output(struct api_req *r);
+void h_process_stdin(struct api_req *r);
+void h_process_signal(struct api_req *r);
 
 #endif

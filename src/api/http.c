@@ -312,6 +312,15 @@ static const struct {
 	[SBX_R_SANDBOXES] = { .get = h_sandboxes_list, .post = h_sandboxes_create },
 	[SBX_R_SANDBOX] = { .get = h_sandbox_get, .del = h_sandbox_delete },
 	[SBX_R_SANDBOX_WAIT] = { .get = h_sandbox_wait },
+	[SBX_R_EXEC] = { .post = h_exec },
+	[SBX_R_CODE] = { .post = h_code },
+	[SBX_R_FILE] = { .get = h_file, .put = h_file, .del = h_file },
+	[SBX_R_FILES_BATCH] = { .post = h_files_batch },
+	[SBX_R_PROCESSES] = { .get = h_processes },
+	[SBX_R_PROCESS] = { .get = h_process },
+	[SBX_R_PROCESS_OUTPUT] = { .get = h_process_output },
+	[SBX_R_PROCESS_STDIN] = { .post = h_process_stdin },
+	[SBX_R_PROCESS_SIGNAL] = { .post = h_process_signal },
 };
 
 static long long mono_us(void)

@@ -16,7 +16,13 @@
  *     not PID 1 it makes itself a child subreaper so tests can run it as a
  *     normal process;
  *   - a dropped connection kills its foreground processes (their reader is
- *     gone); background ones keep running.
+ *     gone); background ones keep running, their output recorded in a log
+ *     file (records: u8 kind, u32 len, bytes) that any number of ATTACH
+ *     streams replay and follow, from any connection, each with its own
+ *     credit;
+ *   - FILE streams write (temp file + rename), read, list, delete and make
+ *     directories; data moves in frames as it is sent or credited, so a
+ *     file of any size costs a frame's worth of memory.
  * Only libc is used: the binary is static and bind-mounted into every
  * sandbox, whatever its image. */
 #include "config.h"
@@ -27,8 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <ftw.h>
+#include <libgen.h>
+#include <sys/uio.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -50,6 +60,12 @@ extern char **environ;
 /* After the main process exited, at most this much more is read from a pipe
  * that a grandchild still holds open; then the pipe is closed. */
 #define DRAIN_MAX (1024 * 1024)
+/* Background processes: output kept per process, finished ones remembered. */
+#define PROC_LOG_MAX (16 * 1024 * 1024)
+#define MAX_FINISHED 256
+#define PROCS_DIR "/var/lib/sbx/procs"
+#define PROCS_DIR_FALLBACK "/tmp/.sbx-procs"
+#define LOG_REC_HDR 5
 
 enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_TIMER };
 
@@ -89,6 +105,39 @@ struct proc {
 	int stdin_close; /* close stdin once stdin_buf is written */
 	int exited, status, timed_out;
 	size_t drained;
+	/* background only */
+	int code, sig;            /* once done */
+	char *cmd;                /* for PROCS */
+	int64_t started_ms, ended_ms;
+	int log_fd;               /* -1 once the log cannot be written */
+	uint64_t log_size;        /* bytes of complete records in the log */
+	uint64_t logged, out_bytes; /* output bytes kept / produced */
+	int truncated;
+	int refs;                 /* xfers pointing here: not evicted while > 0 */
+	uint64_t stdin_written;   /* bytes that reached the pipe (PSTDIN answers) */
+};
+
+/* A stream that is not a process: a file operation, an attachment to a
+ * background process, or a PSTDIN waiting for its bytes to be written. */
+enum xkind { X_WRITE, X_READ, X_LIST, X_ATTACH, X_PSTDIN };
+
+struct xfer {
+	struct xfer *next;
+	struct conn *conn;
+	uint32_t stream;
+	enum xkind kind;
+	int done;
+	uint64_t credit;
+	int fd;           /* write: the temp file; read: the file */
+	DIR *dir;         /* list */
+	char *path, *tmp; /* write: target and temp file (tmp NULL once renamed) */
+	uint32_t mode;
+	struct proc *proc; /* attach, pstdin (holds a ref) */
+	int follow;
+	uint64_t fpos, rec_left, skip; /* attach: log position, record left, bytes to skip */
+	uint8_t rec_kind;
+	uint64_t upto; /* pstdin: answered once stdin_written reaches it */
+	int close_after;
 };
 
 static int ep = -1;
@@ -96,6 +145,9 @@ static int quiet;
 static int is_pid1;
 static struct conn *conns;
 static struct proc *procs;
+static struct xfer *xfers;
+static const char *procs_dir = PROCS_DIR;
+static uint64_t proc_log_max = PROC_LOG_MAX;
 static struct watch w_listen = { W_LISTEN, NULL }, w_signal = { W_SIGNAL, NULL };
 
 static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -118,6 +170,19 @@ static void put32(uint8_t *p, uint32_t v)
 	p[1] = v >> 16;
 	p[2] = v >> 8;
 	p[3] = v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* ---- byte buffers ------------------------------------------------------ */
@@ -288,7 +353,18 @@ static void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)
 	conn_send(c, SBX_F_ERROR, stream, msg, (size_t)n);
 }
 
+static void send_exit(struct conn *c, uint32_t stream, int code, int sig, uint8_t flags)
+{
+	uint8_t b[9];
+
+	sbx_exit_encode(b, code, (uint32_t)sig, flags);
+	conn_send(c, SBX_F_EXIT, stream, b, sizeof(b));
+}
+
 /* ---- processes --------------------------------------------------------- */
+
+static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n);
+static void proc_xfers_service(struct proc *p);
 
 static int proc_wants_output(const struct proc *p)
 {
@@ -323,7 +399,10 @@ static ssize_t proc_read(struct proc *p, int is_err)
 	if (!proc_wants_output(p))
 		return -2;
 	if (!p->conn) {
+		/* background: recorded; a dropped foreground one: discarded */
 		n = read(*fd, scratch, max);
+		if (n > 0 && p->background)
+			proc_log(p, is_err, scratch, (size_t)n);
 	} else {
 		struct conn *c = p->conn;
 		if (p->credit < max)
@@ -357,13 +436,14 @@ static ssize_t proc_read(struct proc *p, int is_err)
 
 static void proc_stdin_flush(struct proc *p)
 {
-	uint64_t acked = 0;
+	uint64_t acked = 0, written = 0;
 
 	while (p->fd_in >= 0 && buf_pending(&p->stdin_buf)) {
 		ssize_t n = write(p->fd_in, p->stdin_buf.p + p->stdin_buf.off, buf_pending(&p->stdin_buf));
 		if (n > 0) {
 			p->stdin_buf.off += (size_t)n;
 			acked += (uint64_t)n;
+			written += (uint64_t)n;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -377,6 +457,7 @@ static void proc_stdin_flush(struct proc *p)
 		acked += buf_pending(&p->stdin_buf);
 		p->stdin_buf.off = p->stdin_buf.len;
 	}
+	p->stdin_written += written;
 	if (acked && p->conn)
 		conn_send_u32(p->conn, SBX_F_STDIN_ACK, p->stream, (uint32_t)acked);
 	if (!buf_pending(&p->stdin_buf)) {
@@ -384,6 +465,8 @@ static void proc_stdin_flush(struct proc *p)
 		if (p->stdin_close)
 			close_watched(&p->fd_in, &p->armed_in);
 	}
+	if (p->background)
+		proc_xfers_service(p);
 }
 
 static void proc_finish_if_done(struct proc *p)
@@ -401,16 +484,21 @@ static void proc_finish_if_done(struct proc *p)
 	}
 	if (p->timed_out)
 		code = 124;
+	p->code = code;
+	p->sig = sig;
 	if (p->conn) {
-		put32(b, (uint32_t)code);
-		put32(b + 4, (uint32_t)sig);
-		b[8] = p->timed_out ? 1 : 0;
+		sbx_exit_encode(b, code, (uint32_t)sig, p->timed_out ? SBX_EXIT_TIMED_OUT : 0);
 		conn_send(p->conn, SBX_F_EXIT, p->stream, b, sizeof(b));
 	}
 	close_watched(&p->fd_in, &p->armed_in);
 	close_watched(&p->fd_timer, NULL);
 	buf_free(&p->stdin_buf);
 	p->done = 1;
+	if (p->background) {
+		p->ended_ms = now_ms();
+		/* attachments at the end of the log can now say how it ended */
+		proc_xfers_service(p);
+	}
 }
 
 /* After the main process exited: read what is readable now (within credit)
@@ -447,11 +535,16 @@ static void proc_service(struct proc *p)
 	proc_finish_if_done(p);
 }
 
+static void xfer_service(struct xfer *x);
+
 static void procs_of_conn_service(struct conn *c)
 {
 	for (struct proc *p = procs; p; p = p->next)
 		if (p->conn == c)
 			proc_service(p);
+	for (struct xfer *x = xfers; x; x = x->next)
+		if (x->conn == c)
+			xfer_service(x);
 }
 
 static struct proc *proc_find(struct conn *c, uint32_t stream)
@@ -460,6 +553,133 @@ static struct proc *proc_find(struct conn *c, uint32_t stream)
 		if (!p->done && p->conn == c && p->stream == stream)
 			return p;
 	return NULL;
+}
+
+static struct xfer *xfer_find(struct conn *c, uint32_t stream)
+{
+	for (struct xfer *x = xfers; x; x = x->next)
+		if (!x->done && x->conn == c && x->stream == stream)
+			return x;
+	return NULL;
+}
+
+static int stream_in_use(struct conn *c, uint32_t stream)
+{
+	return proc_find(c, stream) || xfer_find(c, stream);
+}
+
+/* A background process by pid: the running one, else the newest finished
+ * one (pids are reused; the list is newest first). */
+static struct proc *bg_find(uint32_t pid)
+{
+	struct proc *last = NULL;
+
+	for (struct proc *p = procs; p; p = p->next) {
+		if (!p->background || (uint32_t)p->pid != pid)
+			continue;
+		if (!p->done)
+			return p;
+		if (!last)
+			last = p;
+	}
+	return last;
+}
+
+/* argv as one line for PROCS: UTF-8 kept, anything else shown as '?'. */
+static char *cmd_line(const struct sbx_exec_req *req)
+{
+	size_t len = 0;
+	char *s = malloc(SBX_CMD_MAX + 1);
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < req->argc && len < SBX_CMD_MAX; i++) {
+		const char *a = req->argv[i];
+		size_t al = strlen(a);
+		int utf8 = sbx_utf8_valid((const uint8_t *)a, al);
+		if (i)
+			s[len++] = ' ';
+		for (size_t j = 0; j < al && len < SBX_CMD_MAX; j++) {
+			unsigned char ch = (unsigned char)a[j];
+			s[len++] = (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && !utf8)) ? '?' : (char)ch;
+		}
+	}
+	/* cut at a character boundary */
+	while (len && !sbx_utf8_valid((const uint8_t *)s, len))
+		len--;
+	s[len] = 0;
+	return s;
+}
+
+/* The output log of a background process: a new file, even when an old
+ * entry with the same pid still holds its (now unlinked) log open. */
+static int log_open(pid_t pid)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/%d.log", procs_dir, (int)pid);
+	unlink(path);
+	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+static void log_unlink(const struct proc *p)
+{
+	char path[4200];
+	struct stat a, b;
+
+	if (p->log_fd < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/%d.log", procs_dir, (int)p->pid);
+	/* only if the name is still this process's log (not a newer one's) */
+	if (fstat(p->log_fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+	    a.st_dev == b.st_dev)
+		unlink(path);
+}
+
+/* Appends one record; past the cap (or on a write error) only counts. */
+static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n)
+{
+	uint8_t hdr[LOG_REC_HDR];
+	size_t keep = n, done = 0;
+
+	p->out_bytes += n;
+	if (p->truncated || p->log_fd < 0)
+		return;
+	if (p->logged + n > proc_log_max) {
+		keep = (size_t)(proc_log_max - p->logged);
+		p->truncated = 1;
+	}
+	if (keep == 0)
+		return;
+	hdr[0] = is_err ? 2 : 1;
+	put32(hdr + 1, (uint32_t)keep);
+	while (done < LOG_REC_HDR + keep) {
+		struct iovec iov[2] = { { hdr, LOG_REC_HDR }, { (void *)data, keep } };
+		ssize_t w;
+		if (done >= LOG_REC_HDR) {
+			iov[0].iov_base = (void *)(data + (done - LOG_REC_HDR));
+			iov[0].iov_len = keep - (done - LOG_REC_HDR);
+			w = pwritev(p->log_fd, iov, 1, (off_t)(p->log_size + done));
+		} else {
+			iov[0].iov_base = hdr + done;
+			iov[0].iov_len = LOG_REC_HDR - done;
+			w = pwritev(p->log_fd, iov, 2, (off_t)(p->log_size + done));
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			/* disk full: keep what is complete, record no more */
+			logmsg("log of pid %d: %s", (int)p->pid, w < 0 ? strerror(errno) : "short write");
+			if (ftruncate(p->log_fd, (off_t)p->log_size) < 0)
+				logmsg("log of pid %d: truncate: %s", (int)p->pid, strerror(errno));
+			p->truncated = 1;
+			return;
+		}
+		done += (size_t)w;
+	}
+	p->log_size += LOG_REC_HDR + keep;
+	p->logged += keep;
+	proc_xfers_service(p);
 }
 
 struct child_err {
@@ -561,6 +781,27 @@ static void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_re
 		send_error(c, stream, "cannot start: out of memory");
 		goto out;
 	}
+	p->log_fd = -1;
+	if (req->flags & SBX_EXEC_BACKGROUND) {
+		int e;
+		p->log_fd = log_open(pid);
+		e = errno;
+		p->cmd = cmd_line(req);
+		if (p->log_fd < 0 || !p->cmd) {
+			if (p->log_fd >= 0)
+				e = ENOMEM;
+			/* not tracked: stopped (and reaped like any orphan) */
+			kill(-pid, SIGKILL);
+			if (p->log_fd >= 0)
+				close(p->log_fd);
+			free(p->cmd);
+			free(p);
+			send_error(c, stream, "cannot record the output of a background process in %s: %s",
+				   procs_dir, strerror(e));
+			goto out;
+		}
+		p->started_ms = now_ms();
+	}
 	p->conn = c;
 	p->stream = stream;
 	p->pid = pid;
@@ -591,6 +832,13 @@ static void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_re
 	p->next = procs;
 	procs = p;
 	conn_send_u32(c, SBX_F_STARTED, stream, (uint32_t)pid);
+	if (p->background) {
+		/* its stream ends here: ATTACH, PSTDIN and PSIGNAL reach it by pid,
+		 * from any connection */
+		send_exit(c, stream, 0, 0, SBX_EXIT_DETACHED);
+		p->conn = NULL;
+		p->stream = 0;
+	}
 	proc_arm(p);
 out:
 	for (int i = 0; i < 2; i++) {
@@ -636,15 +884,665 @@ static void reap(void)
 	}
 }
 
+static void proc_free(struct proc *p)
+{
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	buf_free(&p->stdin_buf);
+	free(p->cmd);
+	free(p);
+}
+
+/* ---- streams that are not processes ------------------------------------ */
+
+static struct xfer *xfer_new(struct conn *c, uint32_t stream, enum xkind kind)
+{
+	struct xfer *x = calloc(1, sizeof(*x));
+
+	if (!x) {
+		conn_kill(c, "out of memory");
+		return NULL;
+	}
+	x->conn = c;
+	x->stream = stream;
+	x->kind = kind;
+	x->fd = -1;
+	x->next = xfers;
+	xfers = x;
+	return x;
+}
+
+/* Lets go of what the stream holds; a write that was not renamed into
+ * place leaves nothing behind. Freed by collect(). */
+static void xfer_release(struct xfer *x)
+{
+	if (x->fd >= 0)
+		close(x->fd);
+	x->fd = -1;
+	if (x->dir)
+		closedir(x->dir);
+	x->dir = NULL;
+	if (x->tmp)
+		unlink(x->tmp);
+	free(x->tmp);
+	free(x->path);
+	x->tmp = x->path = NULL;
+	if (x->proc)
+		x->proc->refs--;
+	x->proc = NULL;
+	x->done = 1;
+}
+
+static void xfer_end(struct xfer *x, int code, int sig, uint8_t flags)
+{
+	if (x->done)
+		return;
+	send_exit(x->conn, x->stream, code, sig, flags);
+	xfer_release(x);
+}
+
+static int errno_code(int e)
+{
+	return e > 0 && e < 256 ? e : EIO;
+}
+
+static void xfer_fail(struct xfer *x, int e)
+{
+	xfer_end(x, errno_code(e), 0, SBX_EXIT_ERRNO);
+}
+
+/* The answer of a one-shot operation: EXIT 0, or the errno. */
+static void answer(struct conn *c, uint32_t stream, int e)
+{
+	send_exit(c, stream, e ? errno_code(e) : 0, 0, e ? SBX_EXIT_ERRNO : 0);
+}
+
+static void note_congestion(struct conn *c)
+{
+	/* the EPOLLOUT handler lifts this once the host has read */
+	if (buf_pending(&c->out) >= OUT_HIGH)
+		c->congested = 1;
+}
+
+/* FILE read: one read() per frame, within credit. */
+static void read_service(struct xfer *x)
+{
+	struct conn *c = x->conn;
+
+	while (!x->done && !c->dead && !c->congested && x->credit > 0) {
+		size_t max = x->credit < READ_CHUNK ? (size_t)x->credit : READ_CHUNK;
+		ssize_t n;
+
+		if (buf_reserve(&c->out, SBX_FRAME_HDR + max) < 0) {
+			conn_kill(c, "out of memory");
+			return;
+		}
+		n = read(x->fd, c->out.p + c->out.len + SBX_FRAME_HDR, max);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			xfer_fail(x, errno);
+			return;
+		}
+		if (n == 0) {
+			xfer_end(x, 0, 0, 0);
+			return;
+		}
+		sbx_frame_header(c->out.p + c->out.len, SBX_F_STDOUT, x->stream, (uint32_t)n);
+		c->out.len += SBX_FRAME_HDR + (size_t)n;
+		x->credit -= (uint64_t)n;
+		conn_flush(c);
+		note_congestion(c);
+	}
+	/* credit used up exactly at the end: EXIT without waiting for more */
+	if (!x->done && x->credit == 0) {
+		struct stat st;
+		off_t pos = lseek(x->fd, 0, SEEK_CUR);
+		if (pos >= 0 && fstat(x->fd, &st) == 0 && pos >= st.st_size)
+			xfer_end(x, 0, 0, 0);
+	}
+}
+
+/* FILE list: one entry per frame; a line is sent whole while any credit
+ * is left (it may overdraw by one line). */
+static void list_service(struct xfer *x)
+{
+	struct conn *c = x->conn;
+	char line[SBX_LIST_LINE_MAX];
+
+	while (!x->done && !c->dead && !c->congested && x->credit > 0) {
+		struct sbx_list_entry e;
+		struct dirent *d;
+		struct stat st;
+		long n;
+
+		errno = 0;
+		d = readdir(x->dir);
+		if (!d) {
+			if (errno)
+				xfer_fail(x, errno);
+			else
+				xfer_end(x, 0, 0, 0);
+			return;
+		}
+		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
+			continue;
+		/* gone since readdir: not listed */
+		if (fstatat(dirfd(x->dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		e.type = S_ISREG(st.st_mode)   ? SBX_FT_FILE
+			 : S_ISDIR(st.st_mode) ? SBX_FT_DIR
+			 : S_ISLNK(st.st_mode) ? SBX_FT_SYMLINK
+					       : SBX_FT_OTHER;
+		e.size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+		e.mode = st.st_mode & 07777;
+		e.mtime = (int64_t)st.st_mtim.tv_sec;
+		e.name = d->d_name;
+		e.name_len = strlen(d->d_name);
+		n = sbx_list_entry_encode(&e, line, sizeof(line));
+		if (n < 0)
+			continue; /* a name with '\n' cannot be a line */
+		conn_send(c, SBX_F_STDOUT, x->stream, line, (size_t)n);
+		x->credit = x->credit > (uint64_t)n ? x->credit - (uint64_t)n : 0;
+		note_congestion(c);
+	}
+}
+
+/* ATTACH: the log from the stream's position, as STDOUT/STDERR frames
+ * (consecutive records of one kind merged), within credit; at the end of
+ * the log it waits for more (follow), or ends. */
+static void attach_service(struct xfer *x)
+{
+	static uint8_t chunk[READ_CHUNK], fb[READ_CHUNK];
+	struct conn *c = x->conn;
+	struct proc *p = x->proc;
+
+	while (!x->done && !c->dead && !c->congested) {
+		size_t want, i = 0, fl = 0;
+		uint8_t fkind = 0;
+		ssize_t n;
+
+		if (x->fpos >= p->log_size) {
+			uint8_t tr = p->truncated ? SBX_EXIT_TRUNCATED : 0;
+			if (p->done)
+				xfer_end(x, p->code, p->sig, tr | (p->timed_out ? SBX_EXIT_TIMED_OUT : 0));
+			else if (!x->follow)
+				xfer_end(x, 0, 0, tr | SBX_EXIT_DETACHED);
+			return; /* following: proc_log() calls back */
+		}
+		if (x->credit == 0 && x->skip == 0)
+			return;
+		want = p->log_size - x->fpos < READ_CHUNK ? (size_t)(p->log_size - x->fpos) : READ_CHUNK;
+		n = pread(p->log_fd, chunk, want, (off_t)x->fpos);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			xfer_fail(x, n < 0 ? errno : EIO);
+			return;
+		}
+		while (i < (size_t)n) {
+			size_t take;
+			if (x->rec_left == 0) {
+				uint32_t len;
+				if ((size_t)n - i < LOG_REC_HDR)
+					break;
+				len = get32(chunk + i + 1);
+				if ((chunk[i] != 1 && chunk[i] != 2) || len == 0) {
+					xfer_fail(x, EIO); /* not a log we wrote */
+					return;
+				}
+				x->rec_kind = chunk[i];
+				x->rec_left = len;
+				i += LOG_REC_HDR;
+				x->fpos += LOG_REC_HDR;
+				continue;
+			}
+			take = (size_t)n - i;
+			if (take > x->rec_left)
+				take = (size_t)x->rec_left;
+			if (x->skip) {
+				if (take > x->skip)
+					take = (size_t)x->skip;
+				x->skip -= take;
+			} else {
+				if (take > x->credit)
+					take = (size_t)x->credit;
+				if (take == 0)
+					break;
+				if (fl && fkind != x->rec_kind) {
+					conn_send(c, fkind == 2 ? SBX_F_STDERR : SBX_F_STDOUT, x->stream, fb, fl);
+					fl = 0;
+				}
+				fkind = x->rec_kind;
+				memcpy(fb + fl, chunk + i, take);
+				fl += take;
+				x->credit -= take;
+			}
+			x->rec_left -= take;
+			i += take;
+			x->fpos += take;
+		}
+		if (fl)
+			conn_send(c, fkind == 2 ? SBX_F_STDERR : SBX_F_STDOUT, x->stream, fb, fl);
+		note_congestion(c);
+		if (i == 0)
+			return; /* cannot happen with a log of whole records */
+	}
+}
+
+/* PSTDIN: answered once its bytes reached the pipe (or stdin was closed,
+ * when it asked for that); EPIPE when the pipe went away first. */
+static void pstdin_service(struct xfer *x)
+{
+	struct proc *p = x->proc;
+
+	if (x->upto <= p->stdin_written && (!x->close_after || p->fd_in < 0))
+		xfer_end(x, 0, 0, 0);
+	else if (p->fd_in < 0 || p->done)
+		xfer_fail(x, EPIPE);
+}
+
+static void xfer_service(struct xfer *x)
+{
+	if (x->done || x->conn->dead)
+		return;
+	switch (x->kind) {
+	case X_READ:
+		read_service(x);
+		break;
+	case X_LIST:
+		list_service(x);
+		break;
+	case X_ATTACH:
+		attach_service(x);
+		break;
+	case X_PSTDIN:
+		pstdin_service(x);
+		break;
+	case X_WRITE:
+		break;
+	}
+}
+
+static void proc_xfers_service(struct proc *p)
+{
+	for (struct xfer *x = xfers; x; x = x->next)
+		if (!x->done && x->proc == p)
+			xfer_service(x);
+}
+
+/* mkdir -p; the last component gets `mode`. */
+static int mkdir_p(const char *path, mode_t mode)
+{
+	char buf[SBX_PATH_MAX + 1];
+	size_t n = strlen(path);
+	struct stat st;
+
+	if (n > SBX_PATH_MAX) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		char save = buf[i];
+		if (save != '/' && save != 0)
+			continue;
+		if (buf[i - 1] == '/')
+			continue; /* "//" or a trailing '/' */
+		buf[i] = 0;
+		if (mkdir(buf, i == n ? mode : 0755) < 0) {
+			if (errno != EEXIST || stat(buf, &st) < 0)
+				return -1;
+			if (!S_ISDIR(st.st_mode)) {
+				errno = i == n ? EEXIST : ENOTDIR;
+				return -1;
+			}
+		}
+		buf[i] = save;
+	}
+	return 0;
+}
+
+/* Write: a temp file next to the target, renamed over it at the end, so
+ * readers see the old file or the new one, and a symlink at the target is
+ * replaced rather than written through. */
+static void file_write(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
+{
+	const char *slash = strrchr(req->path, '/'), *base = slash + 1;
+	size_t dl = slash == req->path ? 1 : (size_t)(slash - req->path);
+	char dir[SBX_PATH_MAX + 1], *tmp;
+	struct stat st;
+	struct xfer *x;
+	int fd;
+
+	if (!*base) {
+		answer(c, stream, EISDIR);
+		return;
+	}
+	if (!strcmp(base, ".") || !strcmp(base, "..")) {
+		answer(c, stream, EINVAL);
+		return;
+	}
+	memcpy(dir, req->path, dl);
+	dir[dl] = 0;
+	if ((req->flags & SBX_FILE_PARENTS) && mkdir_p(dir, 0755) < 0) {
+		answer(c, stream, errno);
+		return;
+	}
+	if (lstat(req->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+		answer(c, stream, EISDIR);
+		return;
+	}
+	tmp = malloc(dl + 32);
+	if (!tmp) {
+		answer(c, stream, ENOMEM);
+		return;
+	}
+	snprintf(tmp, dl + 32, "%s/.sbx-upload-XXXXXX", dl == 1 ? "" : dir);
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		free(tmp);
+		answer(c, stream, e);
+		return;
+	}
+	x = xfer_new(c, stream, X_WRITE);
+	if (!x) {
+		close(fd);
+		unlink(tmp);
+		free(tmp);
+		return;
+	}
+	x->fd = fd;
+	x->tmp = tmp;
+	x->path = strdup(req->path);
+	x->mode = req->mode ? req->mode : 0644;
+	if (!x->path)
+		xfer_fail(x, ENOMEM);
+}
+
+/* Write data: written at once (a regular file), so nothing is buffered;
+ * acknowledged like exec stdin. Empty: the end, rename into place. */
+static void file_write_data(struct xfer *x, const uint8_t *data, size_t len)
+{
+	size_t off = 0;
+
+	if (len == 0) {
+		int fd = x->fd;
+		x->fd = -1;
+		if (fchmod(fd, x->mode) < 0) {
+			int e = errno;
+			close(fd);
+			xfer_fail(x, e);
+			return;
+		}
+		if (close(fd) < 0 || rename(x->tmp, x->path) < 0) {
+			xfer_fail(x, errno);
+			return;
+		}
+		free(x->tmp);
+		x->tmp = NULL;
+		xfer_end(x, 0, 0, 0);
+		return;
+	}
+	while (off < len) {
+		ssize_t w = write(x->fd, data + off, len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			xfer_fail(x, w < 0 ? errno : EIO);
+			return;
+		}
+		off += (size_t)w;
+	}
+	conn_send_u32(x->conn, SBX_F_STDIN_ACK, x->stream, (uint32_t)len);
+}
+
+static void file_read(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
+{
+	struct sbx_file_stat fs;
+	uint8_t b[SBX_STAT_LEN];
+	struct stat st;
+	struct xfer *x;
+	int fd;
+
+	/* O_NONBLOCK: a FIFO must not block the loop in open() */
+	fd = open(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0) {
+		answer(c, stream, errno);
+		return;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		int e = EIO;
+		if (fstat(fd, &st) == 0)
+			e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		close(fd);
+		answer(c, stream, e);
+		return;
+	}
+	x = xfer_new(c, stream, X_READ);
+	if (!x) {
+		close(fd);
+		return;
+	}
+	x->fd = fd;
+	x->credit = req->credit;
+	fs.size = (uint64_t)st.st_size;
+	fs.mode = st.st_mode & 07777;
+	fs.mtime = (int64_t)st.st_mtim.tv_sec;
+	sbx_stat_encode(&fs, b);
+	conn_send(c, SBX_F_STAT, stream, b, sizeof(b));
+	read_service(x);
+}
+
+static void file_list(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
+{
+	struct xfer *x;
+	DIR *d;
+	int fd;
+
+	fd = open(req->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		answer(c, stream, e);
+		return;
+	}
+	x = xfer_new(c, stream, X_LIST);
+	if (!x) {
+		closedir(d);
+		return;
+	}
+	x->dir = d;
+	x->credit = req->credit;
+	list_service(x);
+}
+
+static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if ((type == FTW_DP || type == FTW_DNR ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
+		return errno_code(errno);
+	return 0;
+}
+
+static int file_delete(const struct sbx_file_req *req)
+{
+	struct stat st;
+	int r;
+
+	if (strspn(req->path, "/") == strlen(req->path))
+		return EBUSY; /* the sandbox's root */
+	if (lstat(req->path, &st) < 0)
+		return errno;
+	if (!S_ISDIR(st.st_mode))
+		return unlink(req->path) < 0 ? errno : 0;
+	if (!(req->flags & SBX_FILE_PARENTS))
+		return rmdir(req->path) < 0 ? errno : 0;
+	/* depth first, symlinks removed not followed, other mounts left alone
+	 * (their mount points then stay: EBUSY) */
+	r = nftw(req->path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+	return r < 0 ? errno : r;
+}
+
+static void on_file(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
+{
+	mode_t mode = req->mode ? req->mode : 0755;
+
+	switch (req->op) {
+	case SBX_FILE_WRITE:
+		file_write(c, stream, req);
+		break;
+	case SBX_FILE_READ:
+		file_read(c, stream, req);
+		break;
+	case SBX_FILE_LIST:
+		file_list(c, stream, req);
+		break;
+	case SBX_FILE_DELETE:
+		answer(c, stream, file_delete(req));
+		break;
+	case SBX_FILE_MKDIR:
+		if (req->flags & SBX_FILE_PARENTS)
+			answer(c, stream, mkdir_p(req->path, mode) < 0 ? errno : 0);
+		else
+			answer(c, stream, mkdir(req->path, mode) < 0 ? errno : 0);
+		break;
+	}
+}
+
+static void on_attach(struct conn *c, uint32_t stream, const struct sbx_attach_req *req)
+{
+	struct proc *p = bg_find(req->pid);
+	struct xfer *x;
+
+	if (!p) {
+		answer(c, stream, ESRCH);
+		return;
+	}
+	x = xfer_new(c, stream, X_ATTACH);
+	if (!x)
+		return;
+	x->proc = p;
+	p->refs++;
+	x->follow = (req->flags & SBX_ATTACH_FOLLOW) != 0;
+	x->credit = req->credit;
+	x->skip = req->offset;
+	attach_service(x);
+}
+
+static void on_procs(struct conn *c, uint32_t stream)
+{
+	char line[SBX_PROC_LINE_MAX];
+
+	for (struct proc *p = procs; p; p = p->next) {
+		struct sbx_proc_info pi = { 0 };
+		long n;
+
+		if (!p->background)
+			continue;
+		pi.pid = (uint32_t)p->pid;
+		pi.running = !p->done;
+		pi.exit_code = p->done ? p->code : 0;
+		pi.signal = p->done ? (uint32_t)p->sig : 0;
+		pi.flags = (uint8_t)((p->truncated ? SBX_EXIT_TRUNCATED : 0) |
+				     (p->done && p->timed_out ? SBX_EXIT_TIMED_OUT : 0));
+		pi.started_ms = p->started_ms;
+		pi.ended_ms = p->done ? p->ended_ms : 0;
+		pi.bytes = p->out_bytes;
+		pi.cmd = p->cmd;
+		pi.cmd_len = strlen(p->cmd);
+		n = sbx_proc_info_encode(&pi, line, sizeof(line));
+		if (n > 0)
+			conn_send(c, SBX_F_STDOUT, stream, line, (size_t)n);
+		else
+			logmsg("pid %d cannot be listed", (int)p->pid);
+	}
+	answer(c, stream, 0);
+}
+
+static void on_pstdin(struct conn *c, uint32_t stream, uint32_t pid, const uint8_t *data, size_t len)
+{
+	struct proc *p = bg_find(pid);
+	struct xfer *x;
+
+	if (!p) {
+		answer(c, stream, ESRCH);
+		return;
+	}
+	if (p->done || p->fd_in < 0 || p->stdin_close) {
+		/* closing what is closed already is done */
+		answer(c, stream, len == 0 && (p->fd_in < 0 || p->stdin_close) ? 0 : EPIPE);
+		return;
+	}
+	if (len) {
+		/* every process's stdin buffer is bounded, whoever writes to it */
+		if (buf_pending(&p->stdin_buf) + len > SBX_STDIN_WINDOW) {
+			answer(c, stream, EAGAIN);
+			return;
+		}
+		if (buf_reserve(&p->stdin_buf, len) < 0) {
+			answer(c, stream, ENOMEM);
+			return;
+		}
+		memcpy(p->stdin_buf.p + p->stdin_buf.len, data, len);
+		p->stdin_buf.len += len;
+	} else {
+		p->stdin_close = 1;
+	}
+	x = xfer_new(c, stream, X_PSTDIN);
+	if (!x)
+		return;
+	x->proc = p;
+	p->refs++;
+	x->upto = p->stdin_written + buf_pending(&p->stdin_buf);
+	x->close_after = len == 0;
+	proc_stdin_flush(p); /* answers x when it can */
+	proc_arm(p);
+}
+
+static void on_psignal(struct conn *c, uint32_t stream, uint32_t pid, uint32_t sig)
+{
+	struct proc *p = bg_find(pid);
+
+	if (!p || p->exited)
+		answer(c, stream, ESRCH);
+	else
+		answer(c, stream, kill(-p->pid, (int)sig) < 0 ? errno : 0);
+}
+
 /* ---- frames from the host ---------------------------------------------- */
 
 static void on_frame(struct conn *c, const struct sbx_frame *f)
 {
 	sbx_err err = SBX_ERR_INIT;
 	struct sbx_exec_req req;
+	struct sbx_file_req freq;
+	struct sbx_attach_req areq;
+	const uint8_t *data;
+	struct xfer *x;
 	struct proc *p;
-	uint32_t v;
+	uint32_t v, pid;
+	size_t len;
 
+	/* frames that open a stream: never on one in use */
+	switch (f->type) {
+	case SBX_F_EXEC:
+	case SBX_F_FILE:
+	case SBX_F_ATTACH:
+	case SBX_F_PROCS:
+	case SBX_F_PSTDIN:
+	case SBX_F_PSIGNAL:
+		if (stream_in_use(c, f->stream)) {
+			conn_kill(c, "a stream in use was opened again");
+			return;
+		}
+		break;
+	default:
+		break;
+	}
 	switch (f->type) {
 	case SBX_F_PING:
 		conn_send(c, SBX_F_PONG, f->stream, f->payload, f->len);
@@ -654,14 +1552,47 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 			conn_kill(c, err.msg);
 			return;
 		}
-		if (proc_find(c, f->stream))
-			conn_kill(c, "EXEC on a stream in use");
-		else
-			proc_start(c, f->stream, &req);
+		proc_start(c, f->stream, &req);
 		sbx_exec_req_free(&req);
 		return;
+	case SBX_F_FILE:
+		if (sbx_file_decode(f->payload, f->len, &freq, &err) < 0) {
+			conn_kill(c, err.msg);
+			return;
+		}
+		on_file(c, f->stream, &freq);
+		return;
+	case SBX_F_ATTACH:
+		if (sbx_attach_decode(f->payload, f->len, &areq, &err) < 0) {
+			conn_kill(c, err.msg);
+			return;
+		}
+		on_attach(c, f->stream, &areq);
+		return;
+	case SBX_F_PROCS:
+		on_procs(c, f->stream);
+		return;
+	case SBX_F_PSTDIN:
+		if (sbx_pstdin_decode(f->payload, f->len, &pid, &data, &len, &err) < 0) {
+			conn_kill(c, err.msg);
+			return;
+		}
+		on_pstdin(c, f->stream, pid, data, len);
+		return;
+	case SBX_F_PSIGNAL:
+		if (sbx_psignal_decode(f->payload, f->len, &pid, &v, &err) < 0) {
+			conn_kill(c, err.msg);
+			return;
+		}
+		on_psignal(c, f->stream, pid, v);
+		return;
 	case SBX_F_STDIN:
-		/* an unknown stream is a process that just ended: not an error */
+		/* an unknown stream is one that just ended: not an error */
+		x = xfer_find(c, f->stream);
+		if (x && x->kind == X_WRITE) {
+			file_write_data(x, f->payload, f->len);
+			return;
+		}
 		p = proc_find(c, f->stream);
 		if (!p)
 			return;
@@ -700,12 +1631,18 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 			return;
 		}
 		p = proc_find(c, f->stream);
-		if (!p)
-			return;
-		p->credit += v;
-		if (p->credit > CREDIT_MAX)
-			p->credit = CREDIT_MAX;
-		proc_service(p);
+		x = p ? NULL : xfer_find(c, f->stream);
+		if (p) {
+			p->credit += v;
+			if (p->credit > CREDIT_MAX)
+				p->credit = CREDIT_MAX;
+			proc_service(p);
+		} else if (x) {
+			x->credit += v;
+			if (x->credit > CREDIT_MAX)
+				x->credit = CREDIT_MAX;
+			xfer_service(x);
+		}
 		return;
 	default:
 		conn_kill(c, "unexpected frame type");
@@ -792,20 +1729,37 @@ static void collect(void)
 				kill(-p->pid, SIGKILL);
 			proc_service(p);
 		}
+		for (struct xfer *x = xfers; x; x = x->next)
+			if (x->conn == c && !x->done)
+				xfer_release(x);
 		*cp = c->next;
 		close(c->fd);
 		free(c->in);
 		buf_free(&c->out);
 		free(c);
 	}
+	for (struct xfer **xp = &xfers; *xp;) {
+		struct xfer *x = *xp;
+		if (!x->done) {
+			xp = &x->next;
+			continue;
+		}
+		*xp = x->next;
+		free(x);
+	}
+	/* finished background processes are remembered, the newest
+	 * MAX_FINISHED of them (the list is newest first) */
+	int finished = 0;
 	for (struct proc **pp = &procs; *pp;) {
 		struct proc *p = *pp;
-		if (!p->done) {
+		if (!p->done || (p->background && (++finished <= MAX_FINISHED || p->refs > 0))) {
 			pp = &p->next;
 			continue;
 		}
 		*pp = p->next;
-		free(p);
+		if (p->background)
+			log_unlink(p);
+		proc_free(p);
 	}
 }
 
@@ -875,8 +1829,36 @@ static void close_inherited(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sbx-init --channel PATH [--quiet]\n");
+	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] "
+			"[--quiet]\n");
 	exit(2);
+}
+
+/* The directory of background output logs: made if missing; logs found
+ * there belong to no process of ours (an earlier run) and are removed. */
+static void procs_dir_init(void)
+{
+	struct dirent *d;
+	DIR *dir;
+
+	if (mkdir_p(procs_dir, 0700) < 0) {
+		/* a read-only root (the default place only): /tmp is the
+		 * sandbox's own writable space as well */
+		if (strcmp(procs_dir, PROCS_DIR) || mkdir_p(PROCS_DIR_FALLBACK, 0700) < 0) {
+			logmsg("%s: %s (background processes cannot start)", procs_dir, strerror(errno));
+			return;
+		}
+		procs_dir = PROCS_DIR_FALLBACK;
+	}
+	dir = opendir(procs_dir);
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		size_t n = strlen(d->d_name);
+		if (n > 4 && !strcmp(d->d_name + n - 4, ".log"))
+			unlinkat(dirfd(dir), d->d_name, 0);
+	}
+	closedir(dir);
 }
 
 int main(int argc, char **argv)
@@ -889,6 +1871,10 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--channel") && i + 1 < argc)
 			channel = argv[++i];
+		else if (!strcmp(argv[i], "--procs-dir") && i + 1 < argc)
+			procs_dir = argv[++i];
+		else if (!strcmp(argv[i], "--proc-log-max") && i + 1 < argc)
+			proc_log_max = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = 1;
 		else if (!strcmp(argv[i], "--version")) {
@@ -925,6 +1911,7 @@ int main(int argc, char **argv)
 		logmsg("signalfd/epoll: %s", strerror(errno));
 		return 1;
 	}
+	procs_dir_init();
 	lfd = listen_on(channel);
 	if (lfd < 0)
 		return 1;

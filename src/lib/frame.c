@@ -4,6 +4,8 @@
  * guessed at. Only libc and err.c are used, so sbx-init can link this file
  * into its static binary. */
 #include "config.h"
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "frame.h"
@@ -44,7 +46,7 @@ void sbx_frame_header(uint8_t out[SBX_FRAME_HDR], uint8_t type, uint32_t stream,
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF, no NUL). */
-static int utf8_valid(const uint8_t *s, size_t n)
+int sbx_utf8_valid(const uint8_t *s, size_t n)
 {
 	size_t i = 0;
 
@@ -96,6 +98,11 @@ static const struct type_rule rules[] = {
 	{ SBX_F_STDIN, 0, 1, 0, SBX_FRAME_MAX_PAYLOAD },
 	{ SBX_F_SIGNAL, 0, 1, 4, 4 },
 	{ SBX_F_CREDIT, 0, 1, 4, 4 },
+	{ SBX_F_FILE, 0, 1, SBX_FILE_FIXED + 2, SBX_FILE_MAX },
+	{ SBX_F_ATTACH, 0, 1, SBX_ATTACH_LEN, SBX_ATTACH_LEN },
+	{ SBX_F_PROCS, 0, 1, 0, 0 },
+	{ SBX_F_PSTDIN, 0, 1, 4, SBX_FRAME_MAX_PAYLOAD },
+	{ SBX_F_PSIGNAL, 0, 1, 8, 8 },
 	{ SBX_F_PONG, 1, 0, 0, PING_MAX },
 	{ SBX_F_STARTED, 1, 1, 4, 4 },
 	{ SBX_F_STDOUT, 1, 1, 1, SBX_FRAME_MAX_PAYLOAD },
@@ -104,6 +111,7 @@ static const struct type_rule rules[] = {
 	{ SBX_F_ERROR, 1, 1, 1, ERROR_MAX },
 	{ SBX_F_HELLO, 1, 2, 4, 4 },
 	{ SBX_F_STDIN_ACK, 1, 1, 4, 4 },
+	{ SBX_F_STAT, 1, 1, SBX_STAT_LEN, SBX_STAT_LEN },
 };
 
 long sbx_frame_parse(const uint8_t *buf, size_t n, int from_inside, struct sbx_frame *f, sbx_err *err)
@@ -138,7 +146,7 @@ long sbx_frame_parse(const uint8_t *buf, size_t n, int from_inside, struct sbx_f
 		return sbx_err_set(err, 0, "bad_frame", "frame type 0x%02x on stream %u", buf[4], stream);
 	if (n - SBX_FRAME_HDR < plen)
 		return 0;
-	if (r->type == SBX_F_ERROR && !utf8_valid(buf + SBX_FRAME_HDR, plen))
+	if (r->type == SBX_F_ERROR && !sbx_utf8_valid(buf + SBX_FRAME_HDR, plen))
 		return sbx_err_set(err, 0, "bad_frame", "ERROR message is not UTF-8 text");
 	f->type = r->type;
 	f->stream = stream;
@@ -296,25 +304,48 @@ void sbx_exec_req_free(struct sbx_exec_req *req)
 	req->argv = req->envp = NULL;
 }
 
+/* What sbx-init can send: an errno alone; "detached" without a status;
+ * otherwise a status that adds up (128 + signal, or 124 after a timeout). */
+static int exit_valid(int64_t code, uint32_t sig, uint8_t flags)
+{
+	if (flags & ~SBX_EXIT_FLAGS || sig > 64 || code < 0 || code > 255)
+		return 0;
+	if (flags & SBX_EXIT_ERRNO)
+		return flags == SBX_EXIT_ERRNO && code >= 1 && sig == 0;
+	if (flags & SBX_EXIT_DETACHED)
+		return !(flags & SBX_EXIT_TIMED_OUT) && code == 0 && sig == 0;
+	if (flags & SBX_EXIT_TIMED_OUT)
+		return code == 124;
+	return sig == 0 || code == 128 + (int64_t)sig;
+}
+
 int sbx_frame_decode_exit(const struct sbx_frame *f, struct sbx_exit_info *out, sbx_err *err)
 {
-	uint32_t sig;
+	uint32_t sig, code;
 	uint8_t flags;
 
 	if (f->type != SBX_F_EXIT || f->len != 9)
 		return sbx_err_set(err, 0, "bad_frame", "not an EXIT frame");
+	code = get32(f->payload);
 	sig = get32(f->payload + 4);
 	flags = f->payload[8];
-	if (sig > 64)
-		return sbx_err_set(err, 0, "bad_frame", "EXIT with signal %u", sig);
-	if (get32(f->payload) > 255)
-		return sbx_err_set(err, 0, "bad_frame", "EXIT with code %d", (int32_t)get32(f->payload));
-	if (flags & ~1u)
-		return sbx_err_set(err, 0, "bad_frame", "EXIT with unknown flags 0x%x", flags);
-	out->code = (int32_t)get32(f->payload);
+	if (!exit_valid(code > 255 ? 256 : (int64_t)code, sig, flags))
+		return sbx_err_set(err, 0, "bad_frame", "EXIT with code %d, signal %u, flags 0x%x",
+				   (int32_t)code, sig, flags);
+	out->code = (int32_t)code;
 	out->signal = sig;
-	out->timed_out = flags & 1;
+	out->flags = flags;
+	out->timed_out = (flags & SBX_EXIT_TIMED_OUT) != 0;
+	out->err = (flags & SBX_EXIT_ERRNO) ? (int)code : 0;
 	return 0;
+}
+
+long sbx_exit_encode(uint8_t out[9], int32_t code, uint32_t signal, uint8_t flags)
+{
+	put32(out, (uint32_t)code);
+	put32(out + 4, signal);
+	out[8] = flags;
+	return 9;
 }
 
 int sbx_frame_decode_u32(const struct sbx_frame *f, uint32_t *out, sbx_err *err)
@@ -324,4 +355,358 @@ int sbx_frame_decode_u32(const struct sbx_frame *f, uint32_t *out, sbx_err *err)
 				   f->type, f->len);
 	*out = get32(f->payload);
 	return 0;
+}
+
+/* ---- v2 ---------------------------------------------------------------- */
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)(v >> 32));
+	put32(p + 4, (uint32_t)v);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) << 32 | get32(p + 4);
+}
+
+static int file_check(const struct sbx_file_req *req, size_t plen, sbx_err *err)
+{
+	if (req->op < SBX_FILE_WRITE || req->op > SBX_FILE_MKDIR)
+		return sbx_err_set(err, 0, "bad_file", "unknown file op %u", req->op);
+	if (req->flags & ~SBX_FILE_PARENTS)
+		return sbx_err_set(err, 0, "bad_file", "unknown file flags 0x%x", req->flags);
+	if (req->mode & ~07777u)
+		return sbx_err_set(err, 0, "bad_file", "file mode 0%o is more than permission bits",
+				   req->mode);
+	if (plen < 1 || plen > SBX_PATH_MAX || req->path[0] != '/')
+		return sbx_err_set(err, 0, "bad_file", "path must be absolute, 1..%d bytes",
+				   SBX_PATH_MAX);
+	return 0;
+}
+
+long sbx_file_encode(const struct sbx_file_req *req, uint8_t out[SBX_FILE_MAX], sbx_err *err)
+{
+	size_t plen = req->path ? strlen(req->path) : 0;
+
+	if (!req->path || file_check(req, plen, err) < 0)
+		return req->path ? -1 : sbx_err_set(err, 0, "bad_file", "no path");
+	put32(out, req->op);
+	put32(out + 4, req->flags);
+	put32(out + 8, req->mode);
+	put32(out + 12, req->credit);
+	memcpy(out + SBX_FILE_FIXED, req->path, plen + 1);
+	return (long)(SBX_FILE_FIXED + plen + 1);
+}
+
+int sbx_file_decode(const uint8_t *p, size_t n, struct sbx_file_req *req, sbx_err *err)
+{
+	const uint8_t *nul;
+
+	memset(req, 0, sizeof(*req));
+	if (n < SBX_FILE_FIXED + 2 || n > SBX_FILE_MAX)
+		return sbx_err_set(err, 0, "bad_file", "FILE payload of %zu bytes", n);
+	/* the path ends exactly at the payload's end: a NUL inside is refused */
+	nul = memchr(p + SBX_FILE_FIXED, 0, n - SBX_FILE_FIXED);
+	if (nul != p + n - 1)
+		return sbx_err_set(err, 0, "bad_file", "FILE path must end at the payload's only NUL");
+	req->op = get32(p);
+	req->flags = get32(p + 4);
+	req->mode = get32(p + 8);
+	req->credit = get32(p + 12);
+	req->path = (const char *)p + SBX_FILE_FIXED;
+	if (file_check(req, n - SBX_FILE_FIXED - 1, err) < 0) {
+		memset(req, 0, sizeof(*req));
+		return -1;
+	}
+	return 0;
+}
+
+long sbx_attach_encode(const struct sbx_attach_req *req, uint8_t out[SBX_ATTACH_LEN])
+{
+	put32(out, req->pid);
+	put64(out + 4, req->offset);
+	put32(out + 12, req->flags);
+	put32(out + 16, req->credit);
+	return SBX_ATTACH_LEN;
+}
+
+int sbx_attach_decode(const uint8_t *p, size_t n, struct sbx_attach_req *req, sbx_err *err)
+{
+	if (n != SBX_ATTACH_LEN)
+		return sbx_err_set(err, 0, "bad_attach", "ATTACH payload of %zu bytes", n);
+	req->pid = get32(p);
+	req->offset = get64(p + 4);
+	req->flags = get32(p + 12);
+	req->credit = get32(p + 16);
+	if (req->flags & ~SBX_ATTACH_FOLLOW)
+		return sbx_err_set(err, 0, "bad_attach", "unknown ATTACH flags 0x%x", req->flags);
+	if (req->pid == 0 || req->pid > INT32_MAX)
+		return sbx_err_set(err, 0, "bad_attach", "ATTACH pid %u", req->pid);
+	return 0;
+}
+
+long sbx_psignal_encode(uint32_t pid, uint32_t sig, uint8_t out[8])
+{
+	put32(out, pid);
+	put32(out + 4, sig);
+	return 8;
+}
+
+int sbx_psignal_decode(const uint8_t *p, size_t n, uint32_t *pid, uint32_t *sig, sbx_err *err)
+{
+	if (n != 8)
+		return sbx_err_set(err, 0, "bad_psignal", "PSIGNAL payload of %zu bytes", n);
+	*pid = get32(p);
+	*sig = get32(p + 4);
+	if (*pid == 0 || *pid > INT32_MAX || *sig < 1 || *sig > 64)
+		return sbx_err_set(err, 0, "bad_psignal", "PSIGNAL pid %u signal %u", *pid, *sig);
+	return 0;
+}
+
+int sbx_pstdin_decode(const uint8_t *p, size_t n, uint32_t *pid, const uint8_t **data, size_t *len,
+		      sbx_err *err)
+{
+	if (n < 4 || n > SBX_FRAME_MAX_PAYLOAD)
+		return sbx_err_set(err, 0, "bad_pstdin", "PSTDIN payload of %zu bytes", n);
+	*pid = get32(p);
+	if (*pid == 0 || *pid > INT32_MAX)
+		return sbx_err_set(err, 0, "bad_pstdin", "PSTDIN pid %u", *pid);
+	*data = p + 4;
+	*len = n - 4;
+	return 0;
+}
+
+long sbx_stat_encode(const struct sbx_file_stat *st, uint8_t out[SBX_STAT_LEN])
+{
+	put64(out, st->size);
+	put32(out + 8, st->mode);
+	put64(out + 12, (uint64_t)st->mtime);
+	return SBX_STAT_LEN;
+}
+
+int sbx_frame_decode_stat(const struct sbx_frame *f, struct sbx_file_stat *out, sbx_err *err)
+{
+	if (f->type != SBX_F_STAT || f->len != SBX_STAT_LEN)
+		return sbx_err_set(err, 0, "bad_frame", "not a STAT frame");
+	out->size = get64(f->payload);
+	out->mode = get32(f->payload + 8);
+	out->mtime = (int64_t)get64(f->payload + 12);
+	if (out->size > INT64_MAX || out->mode > 07777)
+		return sbx_err_set(err, 0, "bad_frame", "STAT with size %" PRIu64 ", mode 0%o",
+				   out->size, out->mode);
+	return 0;
+}
+
+/* ---- text lines from inside: canonical fields --------------------------- */
+
+/* A tab-separated field starting at *off, ending at a tab (consumed), or
+ * at n for the last one. */
+static int field(const uint8_t *p, size_t n, size_t *off, int last, const uint8_t **s, size_t *len)
+{
+	const uint8_t *tab;
+
+	if (*off > n)
+		return 0;
+	*s = p + *off;
+	if (last) {
+		*len = n - *off;
+		*off = n + 1;
+		return 1;
+	}
+	tab = memchr(p + *off, '\t', n - *off);
+	if (!tab)
+		return 0;
+	*len = (size_t)(tab - *s);
+	*off = (size_t)(tab - p) + 1;
+	return 1;
+}
+
+/* Decimal without sign, no leading zero (but "0"), no overflow. */
+static int dec_u64(const uint8_t *s, size_t n, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if (n < 1 || n > 20 || (n > 1 && s[0] == '0'))
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		if (x > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
+			return 0;
+		x = x * 10 + (uint64_t)(s[i] - '0');
+	}
+	*v = x;
+	return 1;
+}
+
+static int dec_i64(const uint8_t *s, size_t n, int64_t *v)
+{
+	uint64_t x;
+
+	if (n > 0 && s[0] == '-') {
+		if (!dec_u64(s + 1, n - 1, &x) || x == 0 || x > (uint64_t)INT64_MAX + 1)
+			return 0;
+		*v = x == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)x;
+		return 1;
+	}
+	if (!dec_u64(s, n, &x) || x > INT64_MAX)
+		return 0;
+	*v = (int64_t)x;
+	return 1;
+}
+
+static int eq(const uint8_t *s, size_t n, const char *lit)
+{
+	return strlen(lit) == n && memcmp(s, lit, n) == 0;
+}
+
+static const char *const ftype_names[] = { NULL, "file", "dir", "symlink", "other" };
+
+const char *sbx_ftype_name(enum sbx_ftype t)
+{
+	return t >= SBX_FT_FILE && t <= SBX_FT_OTHER ? ftype_names[t] : NULL;
+}
+
+static int name_valid(const char *s, size_t n)
+{
+	if (n < 1 || n > SBX_NAME_MAX || memchr(s, 0, n) || memchr(s, '/', n) || memchr(s, '\n', n))
+		return 0;
+	return !((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'));
+}
+
+long sbx_list_entry_encode(const struct sbx_list_entry *e, char *out, size_t cap)
+{
+	const char *t = sbx_ftype_name(e->type);
+	int n;
+
+	if (!t || !name_valid(e->name, e->name_len) || e->mode > 07777 || e->size > INT64_MAX)
+		return -1;
+	n = snprintf(out, cap, "%s\t%" PRIu64 "\t%04o\t%" PRId64 "\t", t, e->size, e->mode, e->mtime);
+	if (n < 0 || (size_t)n + e->name_len > cap)
+		return -1;
+	memcpy(out + n, e->name, e->name_len);
+	return (long)((size_t)n + e->name_len);
+}
+
+int sbx_list_entry_decode(const uint8_t *p, size_t n, struct sbx_list_entry *e, sbx_err *err)
+{
+	const uint8_t *s;
+	size_t off = 0, l;
+	uint64_t u;
+
+	memset(e, 0, sizeof(*e));
+	if (n > SBX_LIST_LINE_MAX)
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l))
+		goto bad;
+	for (int t = SBX_FT_FILE; t <= SBX_FT_OTHER; t++)
+		if (eq(s, l, ftype_names[t]))
+			e->type = (enum sbx_ftype)t;
+	if (!e->type)
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &e->size) || e->size > INT64_MAX)
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || l != 4)
+		goto bad;
+	u = 0;
+	for (size_t i = 0; i < 4; i++) {
+		if (s[i] < '0' || s[i] > '7')
+			goto bad;
+		u = u * 8 + (uint64_t)(s[i] - '0');
+	}
+	e->mode = (uint32_t)u;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &e->mtime))
+		goto bad;
+	if (!field(p, n, &off, 1, &s, &l) || !name_valid((const char *)s, l))
+		goto bad;
+	e->name = (const char *)s;
+	e->name_len = l;
+	return 0;
+bad:
+	memset(e, 0, sizeof(*e));
+	return sbx_err_set(err, 0, "bad_frame", "malformed list entry");
+}
+
+static int cmd_valid(const char *s, size_t n)
+{
+	if (n > SBX_CMD_MAX || !sbx_utf8_valid((const uint8_t *)s, n))
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+			return 0;
+	return 1;
+}
+
+static int proc_info_valid(const struct sbx_proc_info *pi)
+{
+	if (pi->pid < 1 || pi->pid > INT32_MAX || pi->started_ms < 0 || pi->ended_ms < 0 ||
+	    (pi->flags & ~(SBX_EXIT_TIMED_OUT | SBX_EXIT_TRUNCATED)) ||
+	    !cmd_valid(pi->cmd, pi->cmd_len) || pi->bytes > INT64_MAX)
+		return 0;
+	if (pi->running)
+		return pi->exit_code == 0 && pi->signal == 0 && pi->ended_ms == 0 &&
+		       !(pi->flags & SBX_EXIT_TIMED_OUT);
+	return exit_valid(pi->exit_code, pi->signal, pi->flags & SBX_EXIT_TIMED_OUT);
+}
+
+long sbx_proc_info_encode(const struct sbx_proc_info *pi, char *out, size_t cap)
+{
+	int n;
+
+	if (!proc_info_valid(pi))
+		return -1;
+	n = snprintf(out, cap, "%" PRIu32 "\t%s\t%" PRId32 "\t%" PRIu32 "\t%u\t%" PRId64 "\t%" PRId64
+			       "\t%" PRIu64 "\t",
+		     pi->pid, pi->running ? "running" : "exited", pi->exit_code, pi->signal,
+		     (unsigned)pi->flags, pi->started_ms, pi->ended_ms, pi->bytes);
+	if (n < 0 || (size_t)n + pi->cmd_len > cap)
+		return -1;
+	memcpy(out + n, pi->cmd, pi->cmd_len);
+	return (long)((size_t)n + pi->cmd_len);
+}
+
+int sbx_proc_info_decode(const uint8_t *p, size_t n, struct sbx_proc_info *pi, sbx_err *err)
+{
+	const uint8_t *s;
+	size_t off = 0, l;
+	uint64_t u;
+
+	memset(pi, 0, sizeof(*pi));
+	if (n > SBX_PROC_LINE_MAX)
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > INT32_MAX)
+		goto bad;
+	pi->pid = (uint32_t)u;
+	if (!field(p, n, &off, 0, &s, &l))
+		goto bad;
+	if (eq(s, l, "running"))
+		pi->running = 1;
+	else if (!eq(s, l, "exited"))
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 255)
+		goto bad;
+	pi->exit_code = (int32_t)u;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 64)
+		goto bad;
+	pi->signal = (uint32_t)u;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 255)
+		goto bad;
+	pi->flags = (uint8_t)u;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &pi->started_ms))
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &pi->ended_ms))
+		goto bad;
+	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &pi->bytes))
+		goto bad;
+	if (!field(p, n, &off, 1, &s, &l))
+		goto bad;
+	pi->cmd = (const char *)s;
+	pi->cmd_len = l;
+	if (!proc_info_valid(pi))
+		goto bad;
+	return 0;
+bad:
+	memset(pi, 0, sizeof(*pi));
+	return sbx_err_set(err, 0, "bad_frame", "malformed process entry");
 }

@@ -222,7 +222,8 @@ int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t
 	amqp_bytes_t b = { len, (void *)body };
 	int rc;
 
-	if (sbx_mq_ensure(mq, err) < 0)
+	/* mid-conversation the socket is readable with answers: only reconnect when down */
+	if (!mq->up && sbx_mq_ensure(mq, err) < 0)
 		return -1;
 	memset(&props, 0, sizeof(props));
 	props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
@@ -386,23 +387,43 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+static int reply_consume(sbx_mq *mq, sbx_err *err)
+{
+	if (mq->reply_consuming)
+		return 0;
+	amqp_basic_consume(mq->conn, CH, amqp_cstring_bytes(DIRECT_REPLY), amqp_empty_bytes, 0, 1, 0,
+			   amqp_empty_table);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "consume reply-to", err) < 0) {
+		drop(mq);
+		return -1;
+	}
+	mq->reply_consuming = 1;
+	return 0;
+}
+
+int sbx_mq_request(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
+		   const char *corr, sbx_err *err)
+{
+	struct sbx_mq_pub p = { .type = type, .correlation_id = corr, .reply_to = DIRECT_REPLY };
+
+	if (sbx_mq_ensure(mq, err) < 0 || reply_consume(mq, err) < 0)
+		return -1;
+	return sbx_mq_publish(mq, routing_key, body, len, &p, err);
+}
+
+int sbx_mq_buffered(sbx_mq *mq)
+{
+	return mq->conn && mq->up && (amqp_data_in_buffer(mq->conn) || amqp_frames_enqueued(mq->conn));
+}
+
 int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
 	       int timeout_ms, sbx_mq_msg *reply, sbx_err *err)
 {
 	char corr[SBX_ID_LEN + 1], ttl[24];
 	long long deadline = now_ms() + timeout_ms;
 
-	if (sbx_mq_ensure(mq, err) < 0)
+	if (sbx_mq_ensure(mq, err) < 0 || reply_consume(mq, err) < 0)
 		return -1;
-	if (!mq->reply_consuming) {
-		amqp_basic_consume(mq->conn, CH, amqp_cstring_bytes(DIRECT_REPLY), amqp_empty_bytes, 0, 1, 0,
-				   amqp_empty_table);
-		if (reply_ok(amqp_get_rpc_reply(mq->conn), "consume reply-to", err) < 0) {
-			drop(mq);
-			return -1;
-		}
-		mq->reply_consuming = 1;
-	}
 	sbx_id_new(corr);
 	snprintf(ttl, sizeof(ttl), "%d", timeout_ms);
 	{

@@ -56,6 +56,13 @@ void sbx_mq_msg_free(sbx_mq_msg *m);
  * -1 with 504 "rpc_timeout" / 503 "mq_unavailable". */
 int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
 	       int timeout_ms, sbx_mq_msg *reply, sbx_err *err);
+/* Publishes a request whose answers (any number of them) come back to this
+ * connection's direct reply-to with correlation_id = corr; read them with
+ * sbx_mq_next() and match correlation_id. */
+int sbx_mq_request(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
+		   const char *corr, sbx_err *err);
+/* Bytes librabbitmq has read but not handed out yet (poll() cannot see them). */
+int sbx_mq_buffered(sbx_mq *mq);
 /* The socket, for poll(): readable while idle means the broker spoke. */
 int sbx_mq_fd(sbx_mq *mq);
 

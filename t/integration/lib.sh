@@ -380,3 +380,146 @@ wait_until() {
 	done
 	return 0
 }
+
+# ---- sandboxes on the stack's node (sandbox-*.t, zz-leftovers.t) --------
+# Independent views of what a sandbox is made of on this machine (DESIGN.md
+# "Tests and network safety"): runsc's own list, /proc/self/mountinfo, the
+# loop devices' backing files, /run/netns, the nft table, the state
+# directory, cgroups and processes. Never the product's own bookkeeping.
+
+SB_STATE=$(conf_get state_dir 2> /dev/null)
+: "${SB_STATE:=$SBX_STACK_DIR/worker}"
+SB_RUNSC_ROOT=$SB_STATE/runsc
+SB_IDS_FILE=$T_TMP/sb-ids
+
+sb_runsc() { runsc --root "$SB_RUNSC_ROOT" "$@"; }
+
+# sb_runsc_state ID: runsc's status of ID ("" when it does not know it).
+sb_runsc_state() { sb_runsc state "$1" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
+
+# sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded);
+# prints its output (through a pipe: runsc exec overwrites a file stdout).
+sb_exec() {
+	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$1" sh -c "$2" 2>&1 | cat
+	return "${PIPESTATUS[0]}"
+}
+
+# sb_loops_of PATH: loop devices whose backing file is under PATH.
+sb_loops_of() {
+	local f b
+	for f in /sys/block/loop*/loop/backing_file; do
+		[ -r "$f" ] || continue
+		b=$(cat "$f" 2> /dev/null)
+		[[ $b == "$1"* ]] && echo "${f#/sys/block/}" | cut -d/ -f1
+	done
+}
+
+# sb_mounts_of PATH: mount points under PATH (mountinfo's 5th field).
+sb_mounts_of() { awk -v p="$1" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo; }
+
+# sb_procs_of ID: runsc processes (sentry, gofer, runsc itself) of ID.
+sb_procs_of() {
+	local id=$1 all line
+	all=$(ps -eo pid=,args=)
+	while IFS= read -r line; do
+		[[ $line == *runsc* ]] || continue
+		[[ $line == *"$SB_STATE/sandboxes/$id"* || $line == *" $id" ]] && echo "${line%% runsc*}"
+	done <<< "$all"
+}
+
+# sb_leftovers ID...: what an independent listing still finds of these ids
+# (empty = nothing).
+sb_leftovers() {
+	local id out="" nft
+	nft=$(nft list table inet sbx 2> /dev/null)
+	for id in "$@"; do
+		sb_runsc list -quiet 2> /dev/null | grep -qx "$id" && out+=" runsc:$id"
+		[ -n "$(sb_mounts_of "$SB_STATE/sandboxes/$id")" ] && out+=" mount:$id"
+		[ -n "$(sb_loops_of "$SB_STATE/sandboxes/$id/")" ] && out+=" loop:$id"
+		[ -e "/run/netns/sbx-$id" ] && out+=" netns:$id"
+		ip link show "sbxh${id:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
+		[[ $nft == *"$id"* || $nft == *"sbxh${id:0:9}"* ]] && out+=" nft:$id"
+		[ -e "$SB_STATE/sandboxes/$id" ] && out+=" dir:$id"
+		compgen -G "/sys/fs/cgroup/*/sbx/$id" > /dev/null && out+=" cgroup:$id"
+		[ -n "$(sb_procs_of "$id")" ] && out+=" procs:$id"
+	done
+	echo "${out# }"
+}
+
+# sb_missing ID: what of a running sandbox is NOT there (empty = complete):
+# runsc says running, its directory, a loop device backing disk.img, the
+# overlay root mounted, its netns, its nft chain.
+sb_missing() {
+	local id=$1 out="" d=$SB_STATE/sandboxes/$1
+	[ "$(sb_runsc_state "$id")" = running ] || out+=" runsc-running"
+	[ -d "$d" ] || out+=" dir"
+	[ -n "$(sb_loops_of "$d/disk.img")" ] || out+=" loop"
+	sb_mounts_of "$d/" | grep -qx "$d/rootfs" || out+=" rootfs-mount"
+	[ -e "/run/netns/sbx-$id" ] || out+=" netns"
+	nft list chain inet sbx "allow_$id" > /dev/null 2>&1 || out+=" nft-chain"
+	echo "${out# }"
+}
+
+# sb_gone ID...: true when nothing of the ids is left (for wait_until).
+sb_gone() { [ -z "$(sb_leftovers "$@")" ]; }
+
+# sb_db ID COLUMN: one column of a record ("" when there is none).
+sb_db() { psql_q "SELECT $2 FROM sandboxes WHERE id = '$1'" 2> /dev/null; }
+
+# sb_status_is ID REGEX: the record's status matches (for wait_until).
+sb_status_is() { [[ $(sb_db "$1" status) =~ ^($2)$ ]]; }
+
+# sb_track ID: deleted (with the key REQ_AUTH holds now) by sb_cleanup.
+sb_track() {
+	[ -n "$1" ] || return 0
+	printf '%s\t%s\n' "$1" "${REQ_AUTH-"Authorization: Bearer $SBX_KEY"}" >> "$SB_IDS_FILE"
+}
+
+# sb_create MODE BODY: POST /sandboxes; SB_ID is the new id (also from a
+# failed create's error data), tracked for clean-up.
+sb_create() {
+	req "$1" POST /sandboxes "$2"
+	SB_ID=$(j '.data.id // empty')
+	sb_track "$SB_ID"
+}
+
+# sb_delete_bg ID HEADER: one DELETE over HTTPS, whatever it answers.
+sb_delete_quiet() {
+	curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$2" \
+		"$SBX_URL/sandboxes/$1" 2> /dev/null
+}
+
+# sb_cleanup: DELETE every tracked sandbox; waits (bounded) until nothing
+# of them is left on the node, so the next test starts clean.
+sb_cleanup() {
+	local id h ids=()
+	[ -f "$SB_IDS_FILE" ] || return 0
+	while IFS=$'\t' read -r id h; do
+		[ -n "$id" ] || continue
+		sb_delete_quiet "$id" "$h"
+		ids+=("$id")
+	done < "$SB_IDS_FILE"
+	[ ${#ids[@]} -gt 0 ] && wait_until 30 sb_gone "${ids[@]}"
+	rm -f "$SB_IDS_FILE"
+	return 0
+}
+
+# worker_master: the worker master's pid.
+worker_master() { cat "${SBX_WORKER_PIDFILE:-$(conf_get worker_pidfile)}" 2> /dev/null; }
+
+# worker_pid ROLE: the live pid of the worker's ROLE #0 (provisioner, node,
+# reaper), from the master's "started ROLE #0 (pid N)" log lines.
+worker_pid() {
+	local m pid
+	m=$(worker_master) || return 1
+	pid=$(grep -F "sbx-worker[$m] info: started $1 #0 (pid " "$(api_log)" | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
+	[ -n "$pid" ] && [ -d "/proc/$pid" ] && [ "$(awk '{print $4}' "/proc/$pid/stat" 2> /dev/null)" = "$m" ] || return 1
+	echo "$pid"
+}
+
+# log_mark: the log's current size; log_since MARK: what was logged after.
+log_mark() { stat -c %s "$(api_log)"; }
+log_since() { tail -c +"$(($1 + 1))" "$(api_log)"; }
+
+# node_consuming_since MARK: a node agent started after MARK consumes its queue.
+node_consuming_since() { log_since "$1" | grep -q 'sbx-worker-node\[[0-9]*\] info: node agent consuming'; }

@@ -20,7 +20,7 @@ plan 44
 T=$T_TMP
 SOCK=$T/channel.sock
 # fd 7: an inherited descriptor that must not reach the commands
-"$INIT" --channel "$SOCK" 2> "$T/init.log" 7> "$T/inherited" &
+"$INIT" --channel "$SOCK" --procs-dir "$T/procs" 2> "$T/init.log" 7> "$T/inherited" &
 INITPID=$!
 BGPIDS=()
 cleanup() {
@@ -151,7 +151,11 @@ while kill -0 $bigpid 2> /dev/null; do
 done
 wait $bigpid
 is "$?|$(stat -c %s "$T/big")" "0|50000000" "50 MB with a 64 KiB credit and a slow reader arrive complete"
-ok "[ $rss_max -lt 16384 ]" "sbx-init's VmRSS stayed under 16 MiB meanwhile (max ${rss_max} KiB, before ${rss_before} KiB)"
+if grep -q __asan_init "$INIT"; then
+	skip 1 "sbx-init built with ASan (its shadow memory is not the program's)"
+else
+	ok "[ $rss_max -lt 16384 ]" "sbx-init's VmRSS stayed under 16 MiB meanwhile (max ${rss_max} KiB, before ${rss_before} KiB)"
+fi
 rm -f "$T/big"
 
 # a stream whose reader is very slow, beside a quick one

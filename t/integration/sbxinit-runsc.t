@@ -3,7 +3,7 @@
 # bind-mounted directory (runsc --host-uds=create: sbx-init listens, the
 # host connects): exec through the channel, byte-exact output, PID 1 and
 # reaping inside gVisor, a dropped channel (foreground process killed inside,
-# background kept), reconnecting, SIGTERM to PID 1 ignored, and the exec
+# background kept), reconnecting, files and background output (protocol 2), SIGTERM to PID 1 ignored, and the exec
 # round trip (p50 of 100 `true`) beside `runsc exec` of the same. Every
 # container it makes is deleted by id. Needs root, runsc and busybox-static.
 set -u
@@ -19,7 +19,7 @@ command -v runsc > /dev/null || { echo "1..0 # SKIP runsc not installed"; exit 0
 file -L "$BUSYBOX" 2> /dev/null | grep -q 'statically linked' ||
 	bail "$BUSYBOX is not a static busybox (apt-get install busybox-static)"
 
-plan 17
+plan 23
 
 T=$T_TMP
 STATE=$T/runsc-state
@@ -115,6 +115,22 @@ is "$(sleeps 1002)" 1 "... and a background one keeps running"
 
 out=$("$CTL" "$SOCK" ping 2>&1)
 is "$out" pong "a new host connection is served after the old ones dropped (node agent restart)"
+
+# ---- protocol 2 inside gVisor: files and background output -------------------
+c2() { timeout 60 "$CTL" "$SOCK" "$@"; }
+head -c 5000000 /dev/urandom > "$T/r5"
+c2 put /tmp/up/r5 --mkdir < "$T/r5" && c2 get /tmp/up/r5 > "$T/r5.back"
+cmp -s "$T/r5" "$T/r5.back"
+ok $? "a 5 MB file written into the sandbox (parents made) reads back byte-exact"
+like "$(c2 ls /tmp/up)" '^file	5000000	0644	[0-9]+	r5$' "... and is listed with its size"
+c2 put /newfile < /dev/null 2> "$T/err"
+like "$(cat "$T/err")" 'errno=30 ' "a write to the read-only root is EROFS"
+pid=$(c2 bg -- sh -c 'echo bg-out; exec sleep 1003')
+has_out() { [ "$(c2 attach "$pid")" = bg-out ]; }
+wait_until 10 has_out
+ok $? "a background process's output is replayed on a new connection"
+like "$(c2 ls /tmp/.sbx-procs)" "	$pid.log" "... kept in /tmp/.sbx-procs (the root is read-only)"
+like "$(c2 procs)" "^$pid	running	.*sh -c echo bg-out" "PROCS lists it running"
 
 "${RUNSC[@]}" kill "$ID" TERM > /dev/null 2>&1
 sleep 0.5

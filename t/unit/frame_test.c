@@ -44,7 +44,7 @@ int main(void)
 	uint32_t v;
 	long r;
 
-	plan(48);
+	plan(96);
 
 	/* header and incremental parsing */
 	n = mk(b, SBX_F_STDOUT, 7, "a\0b\xff", 4);
@@ -111,7 +111,7 @@ int main(void)
 	n = mk(b, SBX_F_EXIT, 1, "\0\0\0\x7c\0\0\0\x09\x01", 9);
 	ok(parse(b, n, 1, &f, &err) == (long)n && sbx_frame_decode_exit(&f, &x, &err) == 0 &&
 	   x.code == 124 && x.signal == 9 && x.timed_out == 1, "EXIT decodes code, signal, timed out");
-	n = mk(b, SBX_F_EXIT, 1, "\0\0\0\0\0\0\0\0\x02", 9);
+	n = mk(b, SBX_F_EXIT, 1, "\0\0\0\0\0\0\0\0\x10", 9);
 	parse(b, n, 1, &f, &err);
 	ok(sbx_frame_decode_exit(&f, &x, &err) < 0, "EXIT with unknown flags is refused");
 	n = mk(b, SBX_F_EXIT, 1, "\0\0\0\0\0\0\0\x41\0", 9);
@@ -182,6 +182,172 @@ int main(void)
 		ok(sbx_exec_encode(&req, &p, &plen, &err) < 0 && err.http == 413,
 		   "an EXEC over the frame maximum is refused with 413");
 		free(big);
+	}
+
+	/* ---- protocol 2 ---- */
+	{
+		struct sbx_file_req fr = { SBX_FILE_WRITE, SBX_FILE_PARENTS, 0640, 77, "/a/b c" }, fd;
+		uint8_t fb[SBX_FILE_MAX + 8];
+		long fl = sbx_file_encode(&fr, fb, &err);
+		ok(fl == 16 + 7 && sbx_file_decode(fb, (size_t)fl, &fd, &err) == 0 && fd.op == 1 &&
+		   fd.flags == 1 && fd.mode == 0640 && fd.credit == 77 && !strcmp(fd.path, "/a/b c") &&
+		   (const uint8_t *)fd.path == fb + 16, "FILE encodes and decodes every field");
+		n = mk(b, SBX_F_FILE, 2, fb, (size_t)fl);
+		ok(parse(b, n, 0, &f, &err) == (long)n && parse(b, n, 1, &f, &err) < 0,
+		   "FILE comes from the host only");
+		n = mk(b, SBX_F_FILE, 0, fb, (size_t)fl);
+		ok(parse(b, n, 0, &f, &err) < 0, "FILE on stream 0 is refused");
+		fb[18] = 0;
+		ok(sbx_file_decode(fb, (size_t)fl, &fd, &err) < 0, "a FILE path with a NUL inside is refused");
+		fb[18] = 'b';
+		ok(sbx_file_decode(fb, (size_t)fl - 1, &fd, &err) < 0, "a FILE path without its NUL is refused");
+		fb[16] = 'a';
+		ok(sbx_file_decode(fb, (size_t)fl, &fd, &err) < 0, "a relative FILE path is refused");
+		fb[16] = '/';
+		fb[3] = 6;
+		ok(sbx_file_decode(fb, (size_t)fl, &fd, &err) < 0, "an unknown file op is refused");
+		fb[3] = 1;
+		fb[7] = 2;
+		ok(sbx_file_decode(fb, (size_t)fl, &fd, &err) < 0, "unknown file flags are refused");
+		fb[7] = 1;
+		fb[10] = 0x10;
+		ok(sbx_file_decode(fb, (size_t)fl, &fd, &err) < 0, "a mode beyond the permission bits is refused");
+		fr.path = "rel";
+		ok(sbx_file_encode(&fr, fb, &err) < 0, "encoding a relative path is refused");
+		ok(sbx_file_decode(fb, 17, &fd, &err) < 0, "a FILE payload of only the fixed part and a NUL is refused");
+	}
+	{
+		struct sbx_attach_req ar = { 42, SBX_ATTACH_FOLLOW, 4096, ((uint64_t)1 << 40) + 5 }, ad;
+		uint8_t ab[SBX_ATTACH_LEN];
+		sbx_attach_encode(&ar, ab);
+		ok(sbx_attach_decode(ab, sizeof(ab), &ad, &err) == 0 && ad.pid == 42 && ad.flags == 1 &&
+		   ad.credit == 4096 && ad.offset == ar.offset, "ATTACH round-trips a 64-bit offset");
+		ok(sbx_attach_decode(ab, sizeof(ab) - 1, &ad, &err) < 0, "a short ATTACH is refused");
+		ab[15] = 3;
+		ok(sbx_attach_decode(ab, sizeof(ab), &ad, &err) < 0, "ATTACH with unknown flags is refused");
+		memset(ab, 0, 4);
+		ab[15] = 1;
+		ok(sbx_attach_decode(ab, sizeof(ab), &ad, &err) < 0, "ATTACH to pid 0 is refused");
+		n = mk(b, SBX_F_ATTACH, 1, ab, 19);
+		ok(parse(b, n, 0, &f, &err) < 0, "a 19-byte ATTACH frame is refused by the parser");
+	}
+	{
+		uint8_t sb[8];
+		uint32_t pid, sig;
+		const uint8_t *d;
+		size_t dl;
+		sbx_psignal_encode(7, 15, sb);
+		ok(sbx_psignal_decode(sb, 8, &pid, &sig, &err) == 0 && pid == 7 && sig == 15,
+		   "PSIGNAL round-trips");
+		sbx_psignal_encode(7, 65, sb);
+		ok(sbx_psignal_decode(sb, 8, &pid, &sig, &err) < 0, "PSIGNAL with signal 65 is refused");
+		sbx_psignal_encode(7, 0, sb);
+		ok(sbx_psignal_decode(sb, 8, &pid, &sig, &err) < 0, "PSIGNAL with signal 0 is refused");
+		ok(sbx_pstdin_decode((const uint8_t *)"\0\0\0\x09hi", 6, &pid, &d, &dl, &err) == 0 &&
+		   pid == 9 && dl == 2 && !memcmp(d, "hi", 2), "PSTDIN gives the pid and the bytes");
+		ok(sbx_pstdin_decode((const uint8_t *)"\0\0\0\x09", 4, &pid, &d, &dl, &err) == 0 && dl == 0,
+		   "an empty PSTDIN (close) decodes");
+		ok(sbx_pstdin_decode((const uint8_t *)"\0\0\0\0x", 5, &pid, &d, &dl, &err) < 0,
+		   "PSTDIN to pid 0 is refused");
+		n = mk(b, SBX_F_PROCS, 1, "x", 1);
+		ok(parse(b, n, 0, &f, &err) < 0, "PROCS with a payload is refused");
+		n = mk(b, SBX_F_PROCS, 1, "", 0);
+		ok(parse(b, n, 0, &f, &err) == (long)n, "an empty PROCS parses");
+	}
+	{
+		struct sbx_file_stat st = { 50000000, 0755, -3 }, sd;
+		uint8_t tb[SBX_STAT_LEN];
+		sbx_stat_encode(&st, tb);
+		n = mk(b, SBX_F_STAT, 1, tb, sizeof(tb));
+		ok(parse(b, n, 1, &f, &err) == (long)n && sbx_frame_decode_stat(&f, &sd, &err) == 0 &&
+		   sd.size == 50000000 && sd.mode == 0755 && sd.mtime == -3, "STAT round-trips");
+		ok(parse(b, n, 0, &f, &err) < 0, "STAT from the host is refused");
+		st.mode = 010000;
+		sbx_stat_encode(&st, tb);
+		n = mk(b, SBX_F_STAT, 1, tb, sizeof(tb));
+		parse(b, n, 1, &f, &err);
+		ok(sbx_frame_decode_stat(&f, &sd, &err) < 0, "STAT with file-type bits in its mode is refused");
+		st.mode = 0644;
+		st.size = (uint64_t)1 << 63;
+		sbx_stat_encode(&st, tb);
+		n = mk(b, SBX_F_STAT, 1, tb, sizeof(tb));
+		parse(b, n, 1, &f, &err);
+		ok(sbx_frame_decode_stat(&f, &sd, &err) < 0, "STAT with a size past INT64_MAX is refused");
+	}
+	{
+		static const struct {
+			const char *p;
+			uint8_t ok;
+			const char *what;
+		} ex[] = {
+			{ "\0\0\0\x02\0\0\0\0\x02", 1, "EXIT errno 2 (ENOENT) decodes" },
+			{ "\0\0\0\0\0\0\0\0\x02", 0, "EXIT errno 0 is refused" },
+			{ "\0\0\0\x02\0\0\0\0\x03", 0, "EXIT errno with timed-out is refused" },
+			{ "\0\0\0\x02\0\0\0\x09\x02", 0, "EXIT errno with a signal is refused" },
+			{ "\0\0\0\0\0\0\0\0\x04", 1, "EXIT detached decodes" },
+			{ "\0\0\0\0\0\0\0\0\x0c", 1, "EXIT detached + truncated decodes" },
+			{ "\0\0\0\x01\0\0\0\0\x04", 0, "EXIT detached with a code is refused" },
+			{ "\0\0\0\x07\0\0\0\0\x08", 1, "EXIT 7 truncated decodes" },
+			{ "\0\0\0\x05\0\0\0\x09\0", 0, "EXIT with signal 9 and code 5 (not 137) is refused" },
+			{ "\0\0\0\x89\0\0\0\x09\0", 1, "EXIT 137 signal 9 decodes" },
+			{ "\0\0\0\x05\0\0\0\0\x01", 0, "EXIT timed out with code 5 is refused" },
+		};
+		for (size_t i = 0; i < sizeof(ex) / sizeof(ex[0]); i++) {
+			n = mk(b, SBX_F_EXIT, 1, ex[i].p, 9);
+			parse(b, n, 1, &f, &err);
+			ok((sbx_frame_decode_exit(&f, &x, &err) == 0) == ex[i].ok, "%s", ex[i].what);
+		}
+		n = mk(b, SBX_F_EXIT, 1, "\0\0\0\x02\0\0\0\0\x02", 9);
+		parse(b, n, 1, &f, &err);
+		sbx_frame_decode_exit(&f, &x, &err);
+		ok(x.err == 2 && x.flags == SBX_EXIT_ERRNO && x.timed_out == 0, "... with err and flags set");
+	}
+	{
+		struct sbx_list_entry e = { SBX_FT_FILE, 123, 0644, -5, "a b", 3 }, d;
+		char line[SBX_LIST_LINE_MAX];
+		long ll = sbx_list_entry_encode(&e, line, sizeof(line));
+		ok(ll > 0 && (size_t)ll == strlen("file\t123\t0644\t-5\ta b") &&
+		   !memcmp(line, "file\t123\t0644\t-5\ta b", (size_t)ll), "a list entry encodes as its line");
+		ok(sbx_list_entry_decode((uint8_t *)line, (size_t)ll, &d, &err) == 0 && d.type == SBX_FT_FILE &&
+		   d.size == 123 && d.mode == 0644 && d.mtime == -5 && d.name_len == 3 && !memcmp(d.name, "a b", 3),
+		   "... and decodes back");
+		e.name = "a\nb";
+		ok(sbx_list_entry_encode(&e, line, sizeof(line)) < 0, "a name with a newline cannot be encoded");
+		static const char *bad[] = {
+			"file\t0123\t0644\t1\tx", "file\t1\t644\t1\tx",	  "file\t1\t0648\t1\tx",
+			"file\t1\t0644\t-0\tx",	  "file\t1\t0644\t1\t",	  "file\t1\t0644\t1\ta/b",
+			"file\t1\t0644\t1\t..",	  "pipe\t1\t0644\t1\tx",  "file\t1\t0644\tx",
+			"file\t+1\t0644\t1\tx",	  "file\t99999999999999999999\t0644\t1\tx",
+		};
+		int refused = 0;
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			refused += sbx_list_entry_decode((const uint8_t *)bad[i], strlen(bad[i]), &d, &err) < 0;
+		is_int(refused, (long long)(sizeof(bad) / sizeof(bad[0])),
+		       "list lines with leading zeros, bad mode/type/name, '-0', overflow or a missing field are refused");
+		ok(sbx_list_entry_decode((const uint8_t *)"dir\t0\t0755\t0\tx\ty", strlen("dir\t0\t0755\t0\tx\ty"), &d, &err) == 0 &&
+		   d.name_len == 3, "a name may contain a tab (the name is last)");
+	}
+	{
+		struct sbx_proc_info pi = { 12, 0, 137, 9, SBX_EXIT_TRUNCATED, 1000, 2000, 99, "sleep 1 \xc3\xa9", 10 }, d;
+		char line[SBX_PROC_LINE_MAX];
+		long pl = sbx_proc_info_encode(&pi, line, sizeof(line));
+		ok(pl > 0 && sbx_proc_info_decode((uint8_t *)line, (size_t)pl, &d, &err) == 0 && d.pid == 12 &&
+		   !d.running && d.exit_code == 137 && d.signal == 9 && d.flags == SBX_EXIT_TRUNCATED &&
+		   d.started_ms == 1000 && d.ended_ms == 2000 && d.bytes == 99 && d.cmd_len == 10,
+		   "a PROCS line round-trips (UTF-8 in the command)");
+		static const char *bad[] = {
+			"12\trunning\t1\t0\t0\t1\t0\t0\tx", "12\texited\t5\t9\t0\t1\t2\t0\tx",
+			"12\tzombie\t0\t0\t0\t1\t0\t0\tx", "12\texited\t0\t0\t16\t1\t2\t0\tx",
+			"0\texited\t0\t0\t0\t1\t2\t0\tx",  "12\texited\t0\t0\t0\t1\t2\t0\ta\x01",
+			"12\texited\t0\t0\t0\t1\t2\t0\t\xff", "12\texited\t0\t0\t0\t1\t2\tx",
+		};
+		int refused = 0;
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+			refused += sbx_proc_info_decode((const uint8_t *)bad[i], strlen(bad[i]), &d, &err) < 0;
+		is_int(refused, (long long)(sizeof(bad) / sizeof(bad[0])),
+		       "PROCS lines with a running exit code, a status that does not add up, an unknown state or flag, pid 0, control bytes, invalid UTF-8 or a missing field are refused");
+		ok(sbx_proc_info_decode((const uint8_t *)"3\trunning\t0\t0\t0\t5\t0\t0\t", strlen("3\trunning\t0\t0\t0\t5\t0\t0\t"), &d, &err) == 0 &&
+		   d.running && d.cmd_len == 0, "a running process with an empty command decodes");
 	}
 	return done_testing();
 }

@@ -1,0 +1,570 @@
+/* POST /sandboxes/{id}/exec and /code: run a command, answer as JSON, SSE or
+ * NDJSON. Output is relayed as it comes, with a credit window: we grant the
+ * node more bytes only as we hand them to our client, so a slow reader slows
+ * the command down and nothing piles up anywhere on the way. */
+#include "config.h"
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "runtime.h"
+
+#define WINDOW (256 * 1024)
+
+enum out_mode { OUT_JSON, OUT_SSE, OUT_NDJSON };
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+static void buf_free(struct buf *b)
+{
+	free(b->p);
+	b->p = NULL;
+	b->len = b->cap = 0;
+}
+
+static int buf_add(struct buf *b, const char *d, size_t n)
+{
+	if (b->len + n + 1 > b->cap) {
+		size_t nc = b->cap ? b->cap : 4096;
+		char *np;
+		while (nc < b->len + n + 1)
+			nc *= 2;
+		np = realloc(b->p, nc);
+		if (!np)
+			return -1;
+		b->p = np;
+		b->cap = nc;
+	}
+	memcpy(b->p + b->len, d, n);
+	b->len += n;
+	b->p[b->len] = 0;
+	return 0;
+}
+
+/* Length of the valid UTF-8 prefix of s[0..n). *incomplete is set when the
+ * rest is only the start of a character cut at the end (up to 3 bytes). */
+static size_t utf8_prefix(const unsigned char *s, size_t n, bool *incomplete)
+{
+	size_t i = 0;
+
+	*incomplete = false;
+	while (i < n) {
+		unsigned char c = s[i];
+		size_t k;
+		unsigned cp;
+		if (c < 0x80) {
+			i++;
+			continue;
+		} else if ((c & 0xE0) == 0xC0) {
+			k = 1;
+			cp = c & 0x1F;
+		} else if ((c & 0xF0) == 0xE0) {
+			k = 2;
+			cp = c & 0x0F;
+		} else if ((c & 0xF8) == 0xF0) {
+			k = 3;
+			cp = c & 0x07;
+		} else {
+			return i;
+		}
+		if (i + k >= n) {
+			/* cut at the end: fine if what is there could still be valid */
+			for (size_t j = i + 1; j < n; j++)
+				if ((s[j] & 0xC0) != 0x80)
+					return i;
+			*incomplete = true;
+			return i;
+		}
+		for (size_t j = 1; j <= k; j++) {
+			if ((s[i + j] & 0xC0) != 0x80)
+				return i;
+			cp = (cp << 6) | (s[i + j] & 0x3F);
+		}
+		if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+		    (cp >= 0xD800 && cp <= 0xDFFF))
+			return i;
+		i += k + 1;
+	}
+	return i;
+}
+
+static json_t *bytes_json(const char *d, size_t n, bool *b64)
+{
+	bool inc;
+
+	if (utf8_prefix((const unsigned char *)d, n, &inc) == n && !inc) {
+		*b64 = false;
+		return json_stringn(d, n);
+	}
+	{
+		size_t el = sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL);
+		char *e = malloc(el);
+		json_t *j;
+		if (!e)
+			return NULL;
+		sodium_bin2base64(e, el, (const unsigned char *)d, n, sodium_base64_VARIANT_ORIGINAL);
+		j = json_string(e);
+		free(e);
+		*b64 = true;
+		return j;
+	}
+}
+
+struct exec_run {
+	struct api_req *r;
+	struct rt_op op;
+	enum out_mode mode;
+	bool head_sent;
+	/* stream mode: bytes of an unfinished UTF-8 character per stream */
+	char carry[2][4];
+	size_t carry_len[2];
+	/* json mode */
+	struct buf out[2];
+	bool truncated, killed;
+	long long cap;
+	/* credit */
+	long long granted, consumed;
+};
+
+static void send_head_stream(struct exec_run *x)
+{
+	if (x->head_sent)
+		return;
+	FCGX_FPrintF(x->r->fcgx->out,
+		     "Status: 200 OK\r\nX-Request-Id: %s\r\nCache-Control: no-store\r\nX-Accel-Buffering: no\r\n"
+		     "Content-Type: %s\r\n\r\n",
+		     x->r->request_id, x->mode == OUT_SSE ? "text/event-stream" : "application/x-ndjson");
+	x->r->answered = true;
+	x->r->status = 200;
+	x->head_sent = true;
+}
+
+/* Writes one frame to the client; false when the client is gone. */
+static bool emit(struct exec_run *x, json_t *frame /* stolen */)
+{
+	char *s = json_dumps(frame, JSON_COMPACT);
+	bool ok;
+
+	json_decref(frame);
+	if (!s)
+		return false;
+	send_head_stream(x);
+	if (x->mode == OUT_SSE)
+		FCGX_PutS("data: ", x->r->fcgx->out);
+	FCGX_PutS(s, x->r->fcgx->out);
+	FCGX_PutS(x->mode == OUT_SSE ? "\n\n" : "\n", x->r->fcgx->out);
+	free(s);
+	ok = FCGX_FFlush(x->r->fcgx->out) == 0 && !FCGX_GetError(x->r->fcgx->out);
+	return ok;
+}
+
+static void grant(struct exec_run *x, size_t n)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	x->consumed += (long long)n;
+	if (x->granted - x->consumed < WINDOW / 2) {
+		long long more = x->consumed + WINDOW - x->granted;
+		json_t *b = json_pack("{s:I}", "bytes", (json_int_t)more);
+		if (rt_send(&x->op, "credit", b, &err) == 0)
+			x->granted += more;
+		json_decref(b);
+	}
+}
+
+static void kill_op(struct exec_run *x)
+{
+	sbx_err err = SBX_ERR_INIT;
+	json_t *b;
+
+	if (x->killed)
+		return;
+	b = json_pack("{s:i}", "signal", SIGKILL);
+	rt_send(&x->op, "signal", b, &err);
+	json_decref(b);
+	x->killed = true;
+}
+
+/* One stdout/stderr event. Returns false when the client went away. */
+static bool on_output(struct exec_run *x, int which, const char *d, size_t n)
+{
+	const char *name = which ? "stderr" : "stdout";
+
+	if (x->mode == OUT_JSON) {
+		size_t room = x->out[which].len < (size_t)x->cap ? (size_t)x->cap - x->out[which].len : 0;
+		if (n > room) {
+			x->truncated = true;
+			kill_op(x); /* beyond the cap: stop the command, keep what we have */
+		}
+		if (buf_add(&x->out[which], d, n > room ? room : n) < 0)
+			kill_op(x);
+		grant(x, n);
+		return true;
+	}
+	{
+		/* complete characters go out as text; a cut one waits for its end */
+		size_t total = x->carry_len[which] + n;
+		cleanup_free char *joined = malloc(total);
+		bool inc, b64;
+		size_t good, send;
+		json_t *fr, *data;
+
+		if (!joined)
+			return false;
+		memcpy(joined, x->carry[which], x->carry_len[which]);
+		memcpy(joined + x->carry_len[which], d, n);
+		good = utf8_prefix((unsigned char *)joined, total, &inc);
+		send = total;
+		x->carry_len[which] = 0;
+		if (inc && good + 4 > total && good > 0) {
+			send = good;
+			x->carry_len[which] = total - good;
+			memcpy(x->carry[which], joined + good, total - good);
+		}
+		data = bytes_json(joined, send, &b64);
+		fr = json_pack("{s:s, s:o}", "type", name, "data", data ? data : json_string(""));
+		if (b64)
+			json_object_set_new(fr, "encoding", json_string("base64"));
+		if (!emit(x, fr))
+			return false;
+		grant(x, n);
+		return true;
+	}
+}
+
+static bool flush_carry(struct exec_run *x)
+{
+	for (int w = 0; w < 2; w++) {
+		if (x->mode != OUT_JSON && x->carry_len[w]) {
+			bool b64;
+			json_t *fr = json_pack("{s:s, s:o}", "type", w ? "stderr" : "stdout", "data",
+					       bytes_json(x->carry[w], x->carry_len[w], &b64));
+			if (b64)
+				json_object_set_new(fr, "encoding", json_string("base64"));
+			x->carry_len[w] = 0;
+			if (!emit(x, fr))
+				return false;
+		}
+	}
+	return true;
+}
+
+struct exec_params {
+	json_t *argv;       /* array of strings */
+	json_t *env;        /* merged env object */
+	const char *cwd;
+	long long timeout_s;
+	const char *stdin_b64;
+	bool stream, background;
+};
+
+/* Relays the events of an exec-like op (exec, attach) to the client as
+ * JSON, SSE or NDJSON until its end, the deadline, or the client leaves. */
+void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool background, long long deadline)
+{
+	struct exec_run x;
+	sbx_err err = SBX_ERR_INIT;
+	sbx_mq_msg m;
+	const char *acc = api_param(r, "HTTP_ACCEPT");
+	int n;
+
+	memset(&x, 0, sizeof(x));
+	x.r = r;
+	x.op = *op;
+	x.cap = sbx_cfg_int(r->ctx->cfg, "exec_json_cap");
+	x.mode = !stream || background ? OUT_JSON
+		 : (acc && strstr(acc, "application/x-ndjson") ? OUT_NDJSON : OUT_SSE);
+	x.granted = WINDOW;
+	while ((n = rt_next(&x.op, deadline, &m, &err)) == 1) {
+		bool done = false, ok = true;
+
+		if (!strcmp(m.type, "stdout") || !strcmp(m.type, "stderr")) {
+			ok = on_output(&x, m.type[3] == 'e', m.body, m.len);
+		} else if (!strcmp(m.type, "started")) {
+			if (background) {
+				cleanup_json json_t *b = json_loadb(m.body, m.len, 0, NULL);
+				json_int_t pid = json_integer_value(json_object_get(b, "pid"));
+				sbx_mq_msg_free(&m);
+				api_send_data(r, 200, "Process started in the background", json_pack("{s:I}", "pid", pid));
+				return;
+			}
+		} else if (!strcmp(m.type, "exit")) {
+			cleanup_json json_t *b = json_loadb(m.body, m.len, 0, NULL);
+			json_int_t code = json_integer_value(json_object_get(b, "exit_code"));
+			json_int_t dur = json_integer_value(json_object_get(b, "duration_ms"));
+			bool timed_out = json_is_true(json_object_get(b, "timed_out"));
+			bool oom = json_is_true(json_object_get(b, "oom"));
+			done = true;
+			if (x.mode == OUT_JSON) {
+				bool b64o, b64e;
+				json_t *d = json_pack("{s:o, s:o, s:I, s:I}", "stdout",
+						      bytes_json(x.out[0].p ? x.out[0].p : "", x.out[0].len, &b64o), "stderr",
+						      bytes_json(x.out[1].p ? x.out[1].p : "", x.out[1].len, &b64e),
+						      "exit_code", code, "duration_ms", dur);
+				if (b64o)
+					json_object_set_new(d, "stdout_encoding", json_string("base64"));
+				if (b64e)
+					json_object_set_new(d, "stderr_encoding", json_string("base64"));
+				if (x.truncated)
+					json_object_set_new(d, "truncated", json_true());
+				if (timed_out)
+					json_object_set_new(d, "timed_out", json_true());
+				if (oom)
+					json_object_set_new(d, "oom_killed", json_true());
+				api_send_data(r, 200, "Command finished", d);
+			} else {
+				json_t *fr = json_pack("{s:s, s:I, s:I}", "type", "done", "exit_code", code, "duration_ms", dur);
+				if (timed_out)
+					json_object_set_new(fr, "timed_out", json_true());
+				if (oom)
+					json_object_set_new(fr, "oom_killed", json_true());
+				ok = flush_carry(&x) && emit(&x, fr);
+			}
+		} else if (!strcmp(m.type, "error")) {
+			rt_error_event(&m, &err);
+			done = true;
+			if (x.mode == OUT_JSON)
+				api_send_error(r, &err);
+			else
+				ok = flush_carry(&x) &&
+				     emit(&x, json_pack("{s:s, s:s}", "type", "error", "message", err.msg));
+		}
+		sbx_mq_msg_free(&m);
+		if (!ok) {
+			x.op.client_gone = true;
+			break;
+		}
+		if (done) {
+			buf_free(&x.out[0]);
+			buf_free(&x.out[1]);
+			return;
+		}
+	}
+	if (x.op.client_gone) {
+		/* nobody reads any more: the command must not run on unseen */
+		log_info("client went away; killing the command");
+		kill_op(&x);
+	} else if (n == 0) {
+		sbx_err_set(&err, 504, "node_timeout", "The sandbox's node did not finish the command in time");
+		kill_op(&x);
+		if (x.mode == OUT_JSON)
+			api_send_error(r, &err);
+		else
+			emit(&x, json_pack("{s:s, s:s}", "type", "error", "message", err.msg));
+	} else {
+		if (x.mode == OUT_JSON)
+			api_send_error(r, &err);
+		else
+			emit(&x, json_pack("{s:s, s:s}", "type", "error", "message", err.msg));
+	}
+	buf_free(&x.out[0]);
+	buf_free(&x.out[1]);
+	if (!r->answered)
+		r->answered = true; /* the client is gone: nothing more to say */
+}
+
+static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_params *p)
+{
+	struct rt_op op;
+	sbx_err err = SBX_ERR_INIT;
+	json_t *body;
+
+	body = json_pack("{s:O, s:O, s:s, s:I, s:I, s:b, s:b}", "argv", p->argv, "env", p->env, "cwd", p->cwd,
+			 "timeout_ms", (json_int_t)(p->timeout_s * 1000), "credit", (json_int_t)WINDOW, "stdin_open", 0,
+			 "background", p->background);
+	if (p->stdin_b64)
+		json_object_set_new(body, "stdin_b64", json_string(p->stdin_b64));
+	if (rt_start(&op, r, sb, "exec", body, &err) < 0) {
+		json_decref(body);
+		api_send_error(r, &err);
+		return;
+	}
+	json_decref(body);
+	/* the node enforces the timeout; we wait a little longer for its answer */
+	rt_relay_output(r, &op, p->stream, p->background, rt_now_ms() + p->timeout_s * 1000 + 15000);
+}
+
+static const struct sbx_jfield exec_spec[] = {
+	{ "cmd", SBX_J_STRING, false, 1, 1048576 },
+	{ "command", SBX_J_STRING, false, 1, 1048576 },
+	{ "timeout_seconds", SBX_J_INT, false, 1, 3600 },
+	{ "cwd", SBX_J_STRING, false, 1, 4096 },
+	{ "env", SBX_J_STRMAP, false, 0, 200 },
+	{ "stream", SBX_J_BOOL, false, 0, 0 },
+	{ "stdin", SBX_J_STRING, false, 0, 0 },
+	{ "stdin_encoding", SBX_J_STRING, false, 1, 16 },
+	{ "background", SBX_J_BOOL, false, 0, 0 },
+};
+
+static const struct sbx_jfield code_spec[] = {
+	{ "language", SBX_J_STRING, true, 1, 16 },
+	{ "code", SBX_J_STRING, true, 0, 1048576 },
+	{ "timeout_seconds", SBX_J_INT, false, 1, 3600 },
+	{ "cwd", SBX_J_STRING, false, 1, 4096 },
+	{ "env", SBX_J_STRMAP, false, 0, 200 },
+	{ "stream", SBX_J_BOOL, false, 0, 0 },
+};
+
+/* The command's environment: defaults, the sandbox's, then this call's. */
+static json_t *merged_env(struct rt_sandbox *sb, json_t *call_env)
+{
+	json_t *e = json_pack("{s:s, s:s, s:s}", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			      "HOME", "/root", "LANG", "C.UTF-8");
+
+	json_object_update(e, sb->env);
+	if (call_env)
+		json_object_update(e, call_env);
+	return e;
+}
+
+static int common_params(struct api_req *r, json_t *body, struct exec_params *p, sbx_err *err)
+{
+	const char *k;
+	json_t *v, *env = json_object_get(body, "env");
+
+	p->timeout_s = sbx_json_int(body, "timeout_seconds", sbx_cfg_int(r->ctx->cfg, "exec_timeout"));
+	if (p->timeout_s > sbx_cfg_int(r->ctx->cfg, "exec_timeout_max"))
+		return sbx_err_set(err, 400, "invalid_field", "timeout_seconds must be between 1 and %lld",
+				   sbx_cfg_int(r->ctx->cfg, "exec_timeout_max"));
+	p->cwd = sbx_json_str(body, "cwd", "/");
+	if (p->cwd[0] != '/')
+		return sbx_err_set(err, 400, "invalid_field", "cwd must be an absolute path");
+	json_object_foreach(env, k, v) {
+		if (!(k[0] == '_' || (k[0] >= 'A' && k[0] <= 'Z') || (k[0] >= 'a' && k[0] <= 'z')) ||
+		    strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != strlen(k))
+			return sbx_err_set(err, 400, "invalid_field", "env names must match [A-Za-z_][A-Za-z0-9_]*");
+	}
+	p->stream = sbx_json_bool(body, "stream", false);
+	return 0;
+}
+
+void h_exec(struct api_req *r)
+{
+	cleanup_json json_t *body = NULL, *argv = NULL, *env = NULL;
+	cleanup_free char *stdin_b64 = NULL;
+	struct exec_params p = { 0 };
+	struct rt_sandbox sb;
+
+	memset(&sb, 0, sizeof(sb));
+	sbx_err err = SBX_ERR_INIT;
+	const char *cmd, *sin, *senc;
+
+	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, exec_spec, SBX_ARRAY_LEN(exec_spec), NULL, &err) < 0 ||
+	    common_params(r, body, &p, &err) < 0)
+		goto fail;
+	cmd = sbx_json_str(body, "cmd", sbx_json_str(body, "command", NULL));
+	if (!cmd) {
+		sbx_err_set(&err, 400, "invalid_field", "cmd is required");
+		goto fail;
+	}
+	sin = sbx_json_str(body, "stdin", NULL);
+	senc = sbx_json_str(body, "stdin_encoding", "utf8");
+	if (strcmp(senc, "utf8") && strcmp(senc, "utf-8") && strcmp(senc, "base64")) {
+		sbx_err_set(&err, 400, "invalid_field", "stdin_encoding must be utf8 or base64");
+		goto fail;
+	}
+	if (sin) {
+		size_t sl = strlen(sin);
+		if (!strcmp(senc, "base64")) {
+			/* check it now: a bad one is the client's error, not the node's */
+			size_t bl;
+			unsigned char *tmp = malloc(sl + 1);
+			if (!tmp || sodium_base642bin(tmp, sl + 1, sin, sl, " \r\n", &bl, NULL,
+						      sodium_base64_VARIANT_ORIGINAL) != 0) {
+				free(tmp);
+				sbx_err_set(&err, 400, "invalid_field", "stdin is not valid base64");
+				goto fail;
+			}
+			free(tmp);
+			if (bl > 1048576) {
+				sbx_err_set(&err, 413, "body_too_large", "stdin is limited to 1 MiB");
+				goto fail;
+			}
+			stdin_b64 = strdup(sin);
+		} else {
+			size_t el = sodium_base64_encoded_len(sl, sodium_base64_VARIANT_ORIGINAL);
+			if (sl > 1048576) {
+				sbx_err_set(&err, 413, "body_too_large", "stdin is limited to 1 MiB");
+				goto fail;
+			}
+			stdin_b64 = malloc(el);
+			if (stdin_b64)
+				sodium_bin2base64(stdin_b64, el, (const unsigned char *)sin, sl,
+						  sodium_base64_VARIANT_ORIGINAL);
+		}
+	}
+	p.background = sbx_json_bool(body, "background", false);
+	if (rt_sandbox_ready(r, &sb, &err) < 0)
+		goto fail;
+	argv = json_pack("[s, s, s]", "/bin/sh", "-c", cmd);
+	env = merged_env(&sb, json_object_get(body, "env"));
+	p.argv = argv;
+	p.env = env;
+	p.stdin_b64 = stdin_b64;
+	run_exec(r, &sb, &p);
+	rt_sandbox_free(&sb);
+	return;
+fail:
+	rt_sandbox_free(&sb);
+	api_send_error(r, &err);
+}
+
+void h_code(struct api_req *r)
+{
+	cleanup_json json_t *body = NULL, *argv = NULL, *env = NULL;
+	cleanup_free char *code_b64 = NULL;
+	struct exec_params p = { 0 };
+	struct rt_sandbox sb;
+
+	memset(&sb, 0, sizeof(sb));
+	sbx_err err = SBX_ERR_INIT;
+	const char *lang, *code, *interp;
+	char script[256];
+
+	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, code_spec, SBX_ARRAY_LEN(code_spec), NULL, &err) < 0 ||
+	    common_params(r, body, &p, &err) < 0)
+		goto fail;
+	lang = sbx_json_str(body, "language", "");
+	code = sbx_json_str(body, "code", "");
+	if (!strcmp(lang, "python"))
+		interp = "python3";
+	else if (!strcmp(lang, "node") || !strcmp(lang, "javascript"))
+		interp = "node";
+	else {
+		sbx_err_set(&err, 400, "invalid_field", "language must be python or node");
+		goto fail;
+	}
+	{
+		size_t cl = strlen(code), el = sodium_base64_encoded_len(cl, sodium_base64_VARIANT_ORIGINAL);
+		code_b64 = malloc(el);
+		if (!code_b64) {
+			sbx_err_set(&err, 500, "nomem", "out of memory");
+			goto fail;
+		}
+		sodium_bin2base64(code_b64, el, (const unsigned char *)code, cl, sodium_base64_VARIANT_ORIGINAL);
+	}
+	if (rt_sandbox_ready(r, &sb, &err) < 0)
+		goto fail;
+	/* the code arrives on stdin and is written to a temporary file first */
+	snprintf(script, sizeof(script),
+		 "f=$(mktemp /tmp/sbx-code-XXXXXX) || exit 125; trap 'rm -f \"$f\"' EXIT; cat > \"$f\" && %s \"$f\"",
+		 interp);
+	argv = json_pack("[s, s, s]", "/bin/sh", "-c", script);
+	env = merged_env(&sb, json_object_get(body, "env"));
+	p.argv = argv;
+	p.env = env;
+	p.stdin_b64 = code_b64;
+	run_exec(r, &sb, &p);
+	rt_sandbox_free(&sb);
+	return;
+fail:
+	rt_sandbox_free(&sb);
+	api_send_error(r, &err);
+}

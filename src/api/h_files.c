@@ -1,0 +1,361 @@
+/* Files of a running sandbox: raw bytes in and out, streamed both ways (a
+ * 50 MB file never sits whole in an API process), plus listing, delete,
+ * mkdir and a batch upload. Paths were checked by the router: decoded,
+ * absolute, no "..", no encoded slash, no NUL; they resolve inside the
+ * sandbox because the sandbox's own init does the work. */
+#include "config.h"
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "page.h"
+#include "runtime.h"
+
+#define CHUNK (64 * 1024)
+#define WINDOW (1024 * 1024)
+#define FILE_OP_MS 120000
+
+static bool query_flag(struct api_req *r, const char *name)
+{
+	char v[8];
+	sbx_err e = SBX_ERR_INIT;
+
+	return sbx_query_get(r->m.query, name, v, sizeof(v), &e) == 1 && strcmp(v, "0") && strcmp(v, "false");
+}
+
+static void dirname_of(const char *path, char *out, size_t outsz)
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash && slash != path ? (size_t)(slash - path) : 1;
+
+	snprintf(out, outsz, "%.*s", (int)n, path);
+}
+
+/* A write answered with not_found means the parent directory is missing. */
+static void write_error(const char *path, sbx_err *err)
+{
+	if (!strcmp(err->code, "not_found")) {
+		char dir[SBX_ROUTE_PATH_MAX];
+		dirname_of(path, dir, sizeof(dir));
+		sbx_err_set(err, 400, "no_directory", "Destination directory does not exist: %s", dir);
+	}
+}
+
+/* Waits for the node's answer to a write: credit (more may be sent), done
+ * or error. Returns 1 done, 0 credit, -1 error. */
+static int write_wait(struct rt_op *op, long long deadline, long long *granted, sbx_err *err)
+{
+	sbx_mq_msg m;
+	int n = rt_next(op, deadline, &m, err);
+	json_error_t jerr;
+
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return sbx_err_set(err, op->client_gone ? 400 : 504, "node_timeout",
+				   op->client_gone ? "The client went away" : "The sandbox's node did not answer in time");
+	if (!strcmp(m.type, "file.credit")) {
+		cleanup_json json_t *b = json_loadb(m.body, m.len, 0, &jerr);
+		*granted += json_integer_value(json_object_get(b, "bytes"));
+		sbx_mq_msg_free(&m);
+		return 0;
+	}
+	if (!strcmp(m.type, "done")) {
+		sbx_mq_msg_free(&m);
+		return 1;
+	}
+	if (!strcmp(m.type, "error"))
+		rt_error_event(&m, err);
+	else
+		sbx_err_set(err, 502, "bad_event", "The node sent an unexpected answer");
+	sbx_mq_msg_free(&m);
+	return -1;
+}
+
+/* Streams `len` bytes (from the request body, or from `data` when set) into
+ * a new file at path. */
+static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path, bool mkdir_parents,
+		      const char *data, long long len, sbx_err *err)
+{
+	struct rt_op op;
+	long long deadline = rt_now_ms() + FILE_OP_MS, sent = 0, granted = WINDOW;
+	json_t *b = json_pack("{s:s, s:b, s:I}", "path", path, "mkdir", mkdir_parents, "size", (json_int_t)len);
+	char chunk[CHUNK];
+	int w;
+
+	if (rt_start(&op, r, sb, "file.write", b, err) < 0) {
+		json_decref(b);
+		return -1;
+	}
+	json_decref(b);
+	while (sent < len) {
+		int n;
+		while (sent >= granted) {
+			if ((w = write_wait(&op, deadline, &granted, err)) != 0)
+				return w < 0 ? -1 : sbx_err_set(err, 502, "bad_event", "The node finished early");
+		}
+		if (data) {
+			n = (int)(len - sent > CHUNK ? CHUNK : len - sent);
+			memcpy(chunk, data + sent, (size_t)n);
+		} else {
+			n = FCGX_GetStr(chunk, (int)(len - sent > CHUNK ? CHUNK : len - sent), r->fcgx->in);
+			if (n <= 0) {
+				json_t *x = json_object();
+				rt_send(&op, "file.abort", x, err);
+				json_decref(x);
+				return sbx_err_set(err, 400, "bad_request", "Request body shorter than its Content-Length");
+			}
+		}
+		if (rt_send_raw(&op, "file.data", chunk, (size_t)n, err) < 0)
+			return -1;
+		sent += n;
+	}
+	b = json_object();
+	if (rt_send(&op, "file.end", b, err) < 0) {
+		json_decref(b);
+		return -1;
+	}
+	json_decref(b);
+	while ((w = write_wait(&op, deadline, &granted, err)) == 0)
+		;
+	return w < 0 ? -1 : 0;
+}
+
+static void put_file(struct api_req *r, struct rt_sandbox *sb)
+{
+	sbx_err err = SBX_ERR_INIT;
+	const char *cl = api_param(r, "CONTENT_LENGTH");
+	long long max = sbx_cfg_int(r->ctx->cfg, "file_max_bytes"), len;
+
+	if (!cl || !*cl || strspn(cl, "0123456789") != strlen(cl) || strlen(cl) > 15) {
+		sbx_err_set(&err, 411, "length_required", "Content-Length is required");
+		goto fail;
+	}
+	len = atoll(cl);
+	if (len > max) {
+		/* refused before a byte of the body is read */
+		sbx_err_set(&err, 413, "body_too_large", "File too large (limit %lld bytes)", max);
+		goto fail;
+	}
+	if (!strcmp(r->m.path, "/")) {
+		sbx_err_set(&err, 400, "invalid_path", "A file path is required");
+		goto fail;
+	}
+	if (write_file(r, sb, r->m.path, query_flag(r, "mkdir"), NULL, len, &err) < 0) {
+		write_error(r->m.path, &err);
+		goto fail;
+	}
+	api_send_json(r, 204, NULL);
+	return;
+fail:
+	api_send_error(r, &err);
+}
+
+static void get_file(struct api_req *r, struct rt_sandbox *sb)
+{
+	struct rt_op op;
+	sbx_err err = SBX_ERR_INIT;
+	long long deadline = rt_now_ms() + FILE_OP_MS, granted = WINDOW, consumed = 0;
+	json_t *b = json_pack("{s:s, s:I}", "path", r->m.path, "credit", (json_int_t)WINDOW);
+	bool head = false;
+	sbx_mq_msg m;
+	int n;
+
+	if (rt_start(&op, r, sb, "file.read", b, &err) < 0) {
+		json_decref(b);
+		api_send_error(r, &err);
+		return;
+	}
+	json_decref(b);
+	while ((n = rt_next(&op, deadline, &m, &err)) == 1) {
+		if (!strcmp(m.type, "file.data") || !strcmp(m.type, "stdout")) {
+			if (!head) {
+				FCGX_FPrintF(r->fcgx->out,
+					     "Status: 200 OK\r\nX-Request-Id: %s\r\nCache-Control: no-store\r\n"
+					     "Content-Type: application/octet-stream\r\n\r\n",
+					     r->request_id);
+				r->answered = true;
+				r->status = 200;
+				head = true;
+			}
+			FCGX_PutStr(m.body, (int)m.len, r->fcgx->out);
+			if (FCGX_FFlush(r->fcgx->out) != 0) {
+				sbx_mq_msg_free(&m);
+				break; /* client gone */
+			}
+			consumed += (long long)m.len;
+			if (granted - consumed < WINDOW / 2) {
+				json_t *c = json_pack("{s:I}", "bytes", (json_int_t)(consumed + WINDOW - granted));
+				if (rt_send(&op, "credit", c, &err) == 0)
+					granted = consumed + WINDOW;
+				json_decref(c);
+			}
+		} else if (!strcmp(m.type, "done") || !strcmp(m.type, "exit")) {
+			sbx_mq_msg_free(&m);
+			if (!head)
+				api_send_text(r, 200, "application/octet-stream", "");
+			return;
+		} else if (!strcmp(m.type, "error")) {
+			rt_error_event(&m, &err);
+			sbx_mq_msg_free(&m);
+			if (!head) {
+				if (!strcmp(err.code, "not_found"))
+					sbx_err_set(&err, 404, "not_found", "File not found: %s", r->m.path);
+				api_send_error(r, &err);
+			}
+			return; /* after the head, a cut body is all we can say */
+		}
+		sbx_mq_msg_free(&m);
+	}
+	if (!head) {
+		if (n == 0)
+			sbx_err_set(&err, 504, "node_timeout", "The sandbox's node did not answer in time");
+		api_send_error(r, &err);
+	}
+	r->answered = true;
+}
+
+static void one_shot(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int ok_status,
+		     const char *message)
+{
+	cleanup_json json_t *reply = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (rt_call(r, sb, type, body, FILE_OP_MS, &reply, &err) < 0) {
+		if (!strcmp(err.code, "not_found"))
+			sbx_err_set(&err, 404, "not_found", "Not found: %s", r->m.path);
+		api_send_error(r, &err);
+		return;
+	}
+	if (ok_status == 204)
+		api_send_json(r, 204, NULL);
+	else
+		api_send_data(r, ok_status, message, json_incref(reply));
+}
+
+void h_file(struct api_req *r)
+{
+	struct rt_sandbox sb;
+	sbx_err err = SBX_ERR_INIT;
+
+	memset(&sb, 0, sizeof(sb));
+	/* a body over the cap is refused before anything else is looked at */
+	if (r->m.method == SBX_M_PUT) {
+		const char *cl = api_param(r, "CONTENT_LENGTH");
+		if (cl && strspn(cl, "0123456789") == strlen(cl) && *cl &&
+		    (strlen(cl) > 15 || atoll(cl) > sbx_cfg_int(r->ctx->cfg, "file_max_bytes"))) {
+			sbx_err_set(&err, 413, "body_too_large", "File too large (limit %lld bytes)",
+				    sbx_cfg_int(r->ctx->cfg, "file_max_bytes"));
+			api_send_error(r, &err);
+			return;
+		}
+	}
+	if (rt_sandbox_ready(r, &sb, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	if (r->m.method == SBX_M_PUT) {
+		put_file(r, &sb);
+	} else if (r->m.method == SBX_M_DELETE) {
+		json_t *b = json_pack("{s:s, s:b}", "path", r->m.path, "recursive", query_flag(r, "recursive"));
+		one_shot(r, &sb, "file.delete", b, 204, NULL);
+		json_decref(b);
+	} else if (query_flag(r, "list")) {
+		json_t *b = json_pack("{s:s}", "path", r->m.path);
+		one_shot(r, &sb, "file.list", b, 200, "Directory listed");
+		json_decref(b);
+	} else {
+		get_file(r, &sb);
+	}
+	rt_sandbox_free(&sb);
+}
+
+/* POST .../files/batch {files:[{path, content, encoding?, mkdir?}]} */
+void h_files_batch(struct api_req *r)
+{
+	static const struct sbx_jfield spec[] = { { "files", SBX_J_ARRAY, true, 1, 1000 } };
+	static const struct sbx_jfield fspec[] = {
+		{ "path", SBX_J_STRING, true, 1, 4096 }, { "content", SBX_J_STRING, false, 0, 0 },
+		{ "body", SBX_J_STRING, false, 0, 0 },   { "encoding", SBX_J_STRING, false, 1, 16 },
+		{ "mkdir", SBX_J_BOOL, false, 0, 0 },
+	};
+	cleanup_json json_t *body = NULL;
+	struct rt_sandbox sb;
+	sbx_err err = SBX_ERR_INIT;
+	cleanup_free char *raw = NULL;
+	size_t rawlen;
+	json_t *files, *f, *results;
+	size_t i;
+	int failed = 0;
+
+	memset(&sb, 0, sizeof(sb));
+	if (api_read_body(r, (size_t)sbx_cfg_int(r->ctx->cfg, "file_max_bytes") * 2, &raw, &rawlen, &err) < 0 ||
+	    sbx_json_parse_body(raw, rawlen, (int)sbx_cfg_int(r->ctx->cfg, "api_json_max_depth"), false, &body, &err) < 0 ||
+	    sbx_json_check(body, spec, SBX_ARRAY_LEN(spec), NULL, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	files = json_object_get(body, "files");
+	json_array_foreach(files, i, f) {
+		char where[32];
+		snprintf(where, sizeof(where), "files[%zu]", i);
+		if (sbx_json_check(f, fspec, SBX_ARRAY_LEN(fspec), where, &err) < 0) {
+			api_send_error(r, &err);
+			return;
+		}
+	}
+	if (rt_sandbox_ready(r, &sb, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	results = json_array();
+	json_array_foreach(files, i, f) {
+		const char *path = sbx_json_str(f, "path", ""), *enc = sbx_json_str(f, "encoding", "utf8");
+		const char *content = sbx_json_str(f, "content", sbx_json_str(f, "body", ""));
+		struct sbx_route_match pm;
+		sbx_err ferr = SBX_ERR_INIT;
+		cleanup_free char *uri = NULL, *dec = NULL;
+		size_t dlen = strlen(content);
+		int rc = 0;
+
+		/* the same path rules as the URL form: run it through the router */
+		if (asprintf(&uri, "/sandboxes/%s/files/%s", sb.id, path[0] == '/' ? path + 1 : path) < 0 ||
+		    strchr(path, '%') || strchr(path, '?') || strchr(path, '#') ||
+		    sbx_route_match("PUT", uri, &pm, &ferr) < 0 || pm.route != SBX_R_FILE || !strcmp(pm.path, "/")) {
+			if (!ferr.msg[0])
+				sbx_err_set(&ferr, 400, "invalid_path", "Invalid path");
+			rc = -1;
+		} else if (!strcmp(enc, "base64")) {
+			dec = malloc(dlen + 1);
+			if (!dec || sodium_base642bin((unsigned char *)dec, dlen + 1, content, dlen, " \r\n", &dlen, NULL,
+						      sodium_base64_VARIANT_ORIGINAL) != 0) {
+				sbx_err_set(&ferr, 400, "invalid_field", "content is not valid base64");
+				rc = -1;
+			}
+		} else if (strcmp(enc, "utf8") && strcmp(enc, "utf-8")) {
+			sbx_err_set(&ferr, 400, "invalid_field", "encoding must be utf8 or base64");
+			rc = -1;
+		}
+		if (rc == 0 && (long long)dlen > sbx_cfg_int(r->ctx->cfg, "file_max_bytes")) {
+			sbx_err_set(&ferr, 413, "body_too_large", "File too large");
+			rc = -1;
+		}
+		if (rc == 0 && write_file(r, &sb, pm.path, sbx_json_bool(f, "mkdir", false), dec ? dec : content,
+					  (long long)dlen, &ferr) < 0) {
+			write_error(pm.path, &ferr);
+			rc = -1;
+		}
+		if (rc == 0) {
+			json_array_append_new(results, json_pack("{s:s, s:b}", "path", pm.path, "ok", 1));
+		} else {
+			failed++;
+			json_array_append_new(results, json_pack("{s:s, s:b, s:s}", "path", path, "ok", 0, "message", ferr.msg));
+		}
+	}
+	rt_sandbox_free(&sb);
+	api_send_data(r, 200, failed ? "Some files failed" : "Files written",
+		      json_pack("{s:o, s:i}", "results", results, "failed", failed));
+}

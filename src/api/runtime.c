@@ -1,0 +1,202 @@
+#include "config.h"
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include "cleanup.h"
+#include "json.h"
+#include "log.h"
+#include "runtime.h"
+
+long long rt_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+	json_error_t jerr;
+	const char *st;
+
+	memset(sb, 0, sizeof(*sb));
+	/* one statement: look, and count this as activity when it can run */
+	if (sbx_db_query(&r->ctx->db, &res, err,
+			 "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
+			 "coalesce(failure_reason, '') AS failure_reason FROM sandboxes WHERE id = $1 AND org_id = $2), "
+			 "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
+			 "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
+			 "SELECT status, node_id, env::text, failure_reason FROM s",
+			 2, r->m.id, r->org.org_id) < 0)
+		return -1;
+	if (PQntuples(res) != 1)
+		return sbx_err_set(err, 404, "not_found", "Sandbox not found");
+	st = PQgetvalue(res, 0, 0);
+	if (!strcmp(st, "failed"))
+		return sbx_err_set(err, 400, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
+	if (strcmp(st, "ready") != 0)
+		return sbx_err_set(err, 400, "not_ready", "Sandbox is %s, not ready", st);
+	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
+	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
+	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
+	if (!sb->env)
+		sb->env = json_object();
+	return 0;
+}
+
+void rt_sandbox_free(struct rt_sandbox *sb)
+{
+	json_decref(sb->env);
+	sb->env = NULL;
+}
+
+int rt_send_raw(struct rt_op *op, const char *type, const void *data, size_t len, sbx_err *err)
+{
+	struct sbx_mq_pub p = { .type = type, .correlation_id = op->op_id };
+
+	return sbx_mq_publish(op->r->ctx->mq, op->queue, data, len, &p, err);
+}
+
+int rt_send(struct rt_op *op, const char *type, json_t *body, sbx_err *err)
+{
+	cleanup_free char *s = NULL;
+
+	json_object_set_new(body, "sandbox_id", json_string(op->sb->id));
+	json_object_set_new(body, "op_id", json_string(op->op_id));
+	s = json_dumps(body, JSON_COMPACT);
+	if (!s)
+		return sbx_err_set(err, 500, "nomem", "out of memory");
+	return rt_send_raw(op, type, s, strlen(s), err);
+}
+
+int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body,
+	     sbx_err *err)
+{
+	cleanup_free char *s = NULL;
+
+	memset(op, 0, sizeof(*op));
+	op->r = r;
+	op->sb = sb;
+	sbx_id_new(op->op_id);
+	snprintf(op->queue, sizeof(op->queue), "sbx.node.%s", sb->node_id);
+	json_object_set_new(body, "sandbox_id", json_string(sb->id));
+	json_object_set_new(body, "op_id", json_string(op->op_id));
+	s = json_dumps(body, JSON_COMPACT);
+	if (!s)
+		return sbx_err_set(err, 500, "nomem", "out of memory");
+	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, type, s, strlen(s), op->op_id, err) < 0)
+		return sbx_err_set(err, 503, "mq_unavailable", "The sandbox's node cannot be reached now");
+	return 0;
+}
+
+/* nginx closes the FastCGI connection when its client goes away */
+static bool client_closed(int fd)
+{
+	char c;
+	ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *err)
+{
+	sbx_mq *mq = op->r->ctx->mq;
+	int cfd = op->r->fcgx->ipcFd;
+
+	for (;;) {
+		long long left = deadline_ms - rt_now_ms();
+		int r;
+
+		if (op->client_gone)
+			return 0;
+		if (left <= 0)
+			return 0;
+		if (!sbx_mq_buffered(mq)) {
+			struct pollfd p[2] = { { .fd = sbx_mq_fd(mq), .events = POLLIN },
+					       { .fd = cfd, .events = POLLIN | POLLRDHUP } };
+			int n = poll(p, cfd >= 0 ? 2 : 1, (int)(left > 1000 ? 1000 : left));
+			if (n < 0 && errno != EINTR)
+				return sbx_err_sys(err, "poll", "poll");
+			if (cfd >= 0 && (p[1].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) && client_closed(cfd)) {
+				op->client_gone = true;
+				return 0;
+			}
+			if (n <= 0 || !(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+		}
+		r = sbx_mq_next(mq, 0, msg, err);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			continue;
+		if (strcmp(msg->correlation_id, op->op_id) == 0)
+			return 1;
+		sbx_mq_msg_free(msg); /* an earlier op's late event */
+	}
+}
+
+void rt_error_event(const sbx_mq_msg *m, sbx_err *err)
+{
+	cleanup_json json_t *b = NULL;
+	json_error_t jerr;
+	const char *msg = NULL, *code = NULL;
+	int status = 500;
+
+	b = json_loadb(m->body, m->len, 0, &jerr);
+	if (!b || json_unpack_ex(b, &jerr, 0, "{s:s, s?s}", "message", &msg, "code", &code) < 0) {
+		sbx_err_set(err, 502, "bad_event", "The node sent a malformed error");
+		return;
+	}
+	if (!code)
+		code = "internal";
+	if (!strcmp(code, "not_found"))
+		status = 404;
+	else if (!strcmp(code, "cwd_missing") || !strcmp(code, "not_a_directory") || !strcmp(code, "exists") ||
+		 !strcmp(code, "is_a_directory") || !strcmp(code, "invalid") || !strcmp(code, "exec_failed") ||
+		 !strcmp(code, "not_ready"))
+		status = 400;
+	else if (!strcmp(code, "no_space") || !strcmp(code, "too_large"))
+		status = 413;
+	else if (!strcmp(code, "sandbox_dead"))
+		status = 400;
+	else if (!strcmp(code, "busy"))
+		status = 409;
+	sbx_err_set(err, status, code, "%s", msg);
+}
+
+int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,
+	    json_t **reply, sbx_err *err)
+{
+	struct rt_op op;
+	sbx_mq_msg m;
+	long long deadline = rt_now_ms() + timeout_ms;
+	json_error_t jerr;
+	int n;
+
+	*reply = NULL;
+	if (rt_start(&op, r, sb, type, body, err) < 0)
+		return -1;
+	while ((n = rt_next(&op, deadline, &m, err)) == 1) {
+		if (!strcmp(m.type, "done")) {
+			*reply = json_loadb(m.body, m.len, JSON_REJECT_DUPLICATES, &jerr);
+			sbx_mq_msg_free(&m);
+			if (!*reply)
+				return sbx_err_set(err, 502, "bad_event", "The node sent a malformed answer");
+			return 0;
+		}
+		if (!strcmp(m.type, "error")) {
+			rt_error_event(&m, err);
+			sbx_mq_msg_free(&m);
+			return -1;
+		}
+		sbx_mq_msg_free(&m);
+	}
+	if (n < 0)
+		return -1;
+	return sbx_err_set(err, 504, "node_timeout", "The sandbox's node did not answer in time");
+}

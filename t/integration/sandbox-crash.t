@@ -1,0 +1,170 @@
+#!/bin/bash
+# A worker killed with SIGKILL in the middle of a create leaves no
+# 'starting' record and, after a reaper pass, nothing on the node (checked
+# by an independent listing: runsc list, mountinfo, loop devices, netns,
+# veth, nft, the state directory, cgroups, processes). Three points:
+#  a) the node agent, as soon as the sandbox's directory appears (before
+#     runsc runs);
+#  b) the node agent, as soon as `runsc list` shows the container (before
+#     the API answered);
+#  c) the provisioner, while the create is in flight on the node;
+#  d) the node agent's short-lived start process (its child), as soon as the
+#     directory appears, and e) as soon as `runsc list` shows the container.
+# For a worker role the master restarts the killed child (new pid, log
+# line); for a start process the node agent itself lives on and answers.
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the stack's worker)"; exit 0; }
+for p in runsc nft ip jq; do
+	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
+done
+require_stack
+trap 'rc=$?; sb_cleanup; t_end $rc' EXIT
+
+RPC_TIMEOUT=$(conf_get rpc_timeout)
+: "${RPC_TIMEOUT:=60}"
+REAPER_INTERVAL=$(conf_get reaper_interval)
+: "${REAPER_INTERVAL:=10}"
+SBDIR=$SB_STATE/sandboxes
+
+ORG=$(new_org it-crash)
+KEY=$(new_key "$ORG")
+like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
+export REQ_AUTH="Authorization: Bearer $KEY"
+[ -n "$(worker_pid node)" ] && [ -n "$(worker_pid provisioner)" ] ||
+	bail "cannot find the worker's node agent and provisioner pids in $(api_log)"
+
+# dirs_now / runsc_now: the ids there now, one per line (bash only, no fork
+# for the directory: the loop below must be quick).
+dirs_now() {
+	local d
+	for d in "$SBDIR"/*; do [ -d "$d" ] && echo "${d##*/}"; done
+}
+runsc_now() { sb_runsc list -quiet 2> /dev/null; }
+
+# new_one LISTER BEFORE: an id LISTER shows that BEFORE did not.
+new_one() {
+	local x
+	while IFS= read -r x; do
+		[ -n "$x" ] || continue
+		[[ $'\n'$2$'\n' == *$'\n'$x$'\n'* ]] || { echo "$x"; return 0; }
+	done <<< "$($1)"
+	return 1
+}
+
+# start_proc: the node agent's start/destroy process (a forked sbx-worker;
+# its other children are runsc processes it reaps as a subreaper).
+start_proc() {
+	local c
+	for c in $(pgrep -P "$1"); do
+		[ "$(cat "/proc/$c/comm" 2> /dev/null)" = sbx-worker ] && { echo "$c"; return 0; }
+	done
+	return 1
+}
+
+# crash POINT ROLE LISTER: starts a create in the background; as soon as
+# LISTER shows a new sandbox, SIGKILLs the worker's ROLE (node, provisioner,
+# or start: the node agent's start process); then checks.
+crash() {
+	local point=$1 role=$2 lister=$3 rid before old new id="" code body st reason deadline seen="" mark m node0
+	T_SECTION=$point
+	rid="it-crash-$point-$RANDOM$RANDOM"
+	before=$($lister)
+	node0=$(worker_pid node)
+	old=$(worker_pid "$role")
+	m=$(worker_master)
+	mark=$(log_mark)
+	curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
+		-H 'Content-Type: application/json' -H "X-Request-Id: $rid" \
+		-d "{\"name\":\"it-crash-$point\",\"specs\":{\"memory\":256,\"disk\":1}}" \
+		-o "$T_TMP/body.$point" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.$point" 2> "$T_TMP/curl.$point" &
+	local cpid=$! t_start=$SECONDS
+	deadline=$((SECONDS + 15))
+	until seen=$(new_one "$lister" "$before"); do
+		[ $SECONDS -lt $deadline ] || break
+	done
+	if [ -n "$seen" ] && [ "$role" = start ]; then
+		old=$(start_proc "$node0") || old=""
+	fi
+	if [ -n "$seen" ] && [ -n "$old" ]; then
+		kill -KILL "$old"
+		diag "SIGKILLed $role (pid $old) when $lister showed $seen; runsc list had it then: $(runsc_now | grep -qx "$seen" && echo yes || echo no)"
+	fi
+	ok "[ -n '$seen' ] && [ -n '$old' ]" "a create reached the point ($lister shows a new sandbox within 15 s) and $role pid $old was SIGKILLed"
+	id=$(psql_q "SELECT id FROM sandboxes WHERE request_id = '$rid'")
+	sb_track "$id"
+	is "$id" "${seen:-$id}" "the sandbox seen is this create's record (request id $rid)"
+
+	wait "$cpid"
+	local answered=$((SECONDS - t_start))
+	code=$(cat "$T_TMP/code.$point")
+	body=$(cat "$T_TMP/body.$point")
+	st=$(sb_db "$id" status)
+	# After the kill only two outcomes are consistent: 503 + failed, or 201 + ready.
+	if [ "$code" = 201 ]; then
+		diag "the create completed: 201"
+		is "$(jq -r '.data.id + " " + .data.status' <<< "$body" 2> /dev/null)" "$id ready" "201: the answer is this sandbox, ready"
+	else
+		like "$code $(jq -r '.data.id + " " + .data.status' <<< "$body" 2> /dev/null)" "^503 $id failed\$" \
+			"the create answers 503 naming this record as failed (got $code: $(head -c 300 <<< "$body"))"
+	fi
+	deadline=$((SECONDS + RPC_TIMEOUT + 10))
+	while [ "$(sb_db "$id" status)" = starting ] && [ $SECONDS -lt $deadline ]; do sleep 0.5; done
+	st=$(sb_db "$id" status)
+	reason=$(sb_db "$id" "coalesce(failure_reason, '')")
+	if [ "$code" = 201 ]; then
+		is "$st" ready "the record is ready, as the 201 said"
+	else
+		is "$st" failed "the record ends failed, never starting (within rpc_timeout + 10 s)"
+	fi
+	[ "$st" = failed ] && diag "failure_reason: $reason"
+	ok "[ '$st' != failed ] || [ -n '$reason' ]" "a failed record has a failure_reason"
+
+	if [ "$role" = start ]; then
+		is "$(worker_pid node)" "$node0" "the node agent itself lives on (pid $node0)"
+		like "$(log_since "$mark" | grep -F "sbx-worker-node[$node0]" | grep -F "sandbox $id: start failed" | head -n1)" \
+			'start failed: .*(died|signal|killed)' "the node agent logged the start process's death"
+		ok "[ '$code' = 201 ] || [ $answered -lt $((RPC_TIMEOUT - 5)) ]" \
+			"the create was answered without waiting for the RPC deadline (${answered} s)"
+	else
+	# The master restarts what was killed.
+	wait_until 15 eval '[ -n "$(worker_pid '"$role"')" ] && [ "$(worker_pid '"$role"')" != '"$old"' ]'
+	new=$(worker_pid "$role")
+	ok "[ -n '$new' ] && [ '$new' != '$old' ]" "the master restarted the $role (pid $old -> ${new:-none})"
+	like "$(log_since "$mark" | grep -F "sbx-worker[$m]" | grep -F "(pid $old)" | head -n1)" \
+		"$role #0 \\(pid $old\\) died of signal 9" "the master logged the $role's death by SIGKILL"
+	fi
+
+	if [ "$st" = ready ]; then
+		out=$(sb_exec "$id" 'echo usable')
+		is "$out" usable "the ready sandbox is usable (runsc exec)"
+		req nginx DELETE "/sandboxes/$id"
+		is "$STATUS" 204 "and DELETE removes it"
+	fi
+	# Within two reaper passes nothing is left of it on the node.
+	wait_until $((2 * REAPER_INTERVAL + 5)) sb_gone "$id"
+	is "$(sb_leftovers "$id")" "" "within two reaper intervals nothing is left (runsc, mounts, loops, netns, veth, nft, dir, cgroups, processes)"
+	ok "[ -z \"\$(psql_q \"SELECT id FROM sandboxes WHERE status = 'starting' AND request_id = '$rid'\")\" ]" \
+		"no 'starting' record is left for this create"
+	# The restarted child serves again before the next point.
+	if [ "$role" = node ]; then
+		wait_until 20 node_consuming_since "$mark"
+	elif [ "$role" = provisioner ]; then
+		wait_until 20 eval 'log_since "$mark" | grep -qF "sbx-worker-$role[$new] info: consuming"'
+	fi
+}
+
+crash a-dir node dirs_now
+crash b-runsc node runsc_now
+crash c-provisioner provisioner dirs_now
+crash d-start-dir start dirs_now
+crash e-start-runsc start runsc_now
+
+# After all three: a create works again end to end.
+T_SECTION=after
+sb_create nginx '{"name":"it-crash-after","specs":{"memory":256,"disk":1}}'
+is "$STATUS $(j .data.status)" "201 ready" "after the crashes a create works (201 ready)"
+req nginx DELETE "/sandboxes/$SB_ID"
+is "$STATUS $(sb_leftovers "$SB_ID")" "204 " "and its DELETE leaves nothing"
+
+finish

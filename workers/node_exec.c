@@ -1,0 +1,1468 @@
+/* The node agent's runtime relay (doc/node-relay.md): the API's ops arrive
+ * as AMQP messages (doc/internal-protocol.md, hop 1), become frames on one
+ * channel per sandbox to its sbx-init (hop 2), and what comes back is
+ * published to the op's reply queue at once, one message per frame.
+ *
+ * Memory per op and per channel is bounded; flow control is end to end:
+ * output needs credit that only the API grants (as it writes to its
+ * client), stdin and file data need STDIN_ACKs that only sbx-init gives (as
+ * the process or the file takes them). Frames from inside are hostile: a
+ * malformed one, or output past the credit we granted, closes the channel. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <time.h>
+#include <unistd.h>
+#include <jansson.h>
+#include "cleanup.h"
+#include "frame.h"
+#include "id.h"
+#include "json.h"
+#include "log.h"
+#include "node_exec.h"
+
+#define MAX_CHANS 4096
+#define MAX_OPS 16384
+#define IN_CAP (SBX_FRAME_HDR + SBX_FRAME_MAX_PAYLOAD)
+/* Past OUT_SOFT unsent bytes on a channel, no more stdin/file data is framed
+ * (control frames still are); past OUT_HARD sbx-init is not reading at all:
+ * the channel is dropped rather than grown. */
+#define OUT_SOFT (1024 * 1024)
+#define OUT_HARD (8 * 1024 * 1024)
+/* Bytes from the API not yet framed, per op: the API keeps to the window
+ * (file.credit); past this it did not, and the op fails. */
+#define PEND_MAX (2 * 1024 * 1024 + SBX_FRAME_MAX_PAYLOAD)
+/* sbx-init may overshoot our count of its credit by this much (it decides
+ * per read()); more is a broken or hostile sbx-init. */
+#define CREDIT_SLACK (1024 * 1024)
+#define ACC_MAX (8 * 1024 * 1024) /* a list/procs answer */
+#define ACTIVITY_MS 10000
+#define CMD_MAX 4096
+#define CONNECT_MS 2000
+#define READ_ROUNDS 8 /* reads per wake-up per channel: fairness */
+
+enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, RK_PROCS, RK_PSTDIN, RK_PSIGNAL };
+
+enum doom { DOOM_NONE, DOOM_LOST, DOOM_BAD, DOOM_WEDGED };
+
+struct chan {
+	char id[SBX_ID_LEN + 1]; /* "": free slot */
+	int fd;                  /* -1: not connected */
+	uint32_t next_stream;
+	uint8_t *in;
+	size_t in_len;
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	bool want_out;
+	enum doom doomed;
+	char doom_why[200];
+	int nops;
+	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
+};
+
+struct buf {
+	uint8_t *p;
+	size_t off, len;
+};
+
+struct rop {
+	struct rop *next, *prev;
+	struct chan *ch;
+	enum rk kind;
+	uint32_t stream;
+	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
+	char op_id[SBX_ID_LEN + 1], reply_to[256], req_id[72];
+	char sandbox[SBX_ID_LEN + 1];
+	/* bytes for sbx-init's STDIN frames (exec stdin, file data) */
+	struct buf pend;
+	size_t unacked;
+	bool want_close, closed;
+	/* output credit we granted (initial + the API's credit messages) */
+	uint64_t credit_in, out_total;
+	/* exec */
+	bool background, started, stdin_open;
+	uint32_t pid;
+	long long t0_mono, t0_wall_ms;
+	long oom0;
+	uint64_t out_b, err_b;
+	char *cmd;
+	/* file.write: declared size (-1: not given), bytes received */
+	int64_t size, got;
+	/* file.read */
+	bool stat_seen;
+	uint64_t read_total;
+	/* list / procs */
+	json_t *acc;
+	size_t acc_bytes;
+	bool truncated;
+};
+
+struct relay {
+	const struct sandbox_node_cfg *sc;
+	int ep;
+	sbx_mq **mqp;
+	sbx_db *db;
+	struct relay_hooks h;
+	struct rop *ops;
+	int nops;
+	struct chan *chans;
+};
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static long long wall_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+/* ---- publishing (hop 1, node -> API) ---- */
+
+static void publish_to(struct relay *r, const char *reply_to, const char *corr, const char *req_id, const char *type,
+		       const void *body, size_t len)
+{
+	sbx_err err = SBX_ERR_INIT;
+	struct sbx_mq_pub p = { .type = type, .correlation_id = corr, .request_id = req_id };
+
+	if (!*r->mqp || !reply_to[0])
+		return;
+	if (sbx_mq_publish(*r->mqp, reply_to, body, len, &p, &err) < 0)
+		log_warnx("op %s: %s event lost: %s", corr, type, err.msg);
+}
+
+static void publish_json_to(struct relay *r, const char *reply_to, const char *corr, const char *req_id,
+			    const char *type, json_t *body /* stolen */)
+{
+	cleanup_json json_t *b = body;
+	cleanup_free char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
+
+	if (!s) {
+		log_warnx("op %s: cannot encode the %s event", corr, type);
+		return;
+	}
+	publish_to(r, reply_to, corr, req_id, type, s, strlen(s));
+}
+
+static void pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
+{
+	publish_to(r, o->reply_to, o->op_id, o->req_id, type, b, n);
+}
+
+static void pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
+{
+	publish_json_to(r, o->reply_to, o->op_id, o->req_id, type, body);
+}
+
+static void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, const char *code, const char *fmt,
+			...) __attribute__((format(printf, 5, 6)));
+static void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, const char *code, const char *fmt,
+			...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	publish_json_to(r, m->reply_to, corr, m->request_id, "error",
+			json_pack("{s:s, s:s}", "message", msg, "code", code));
+}
+
+/* ---- channels ---- */
+
+static struct chan *chan_find(struct relay *r, const char *id)
+{
+	for (int i = 0; i < MAX_CHANS; i++)
+		if (r->chans[i].id[0] && !strcmp(r->chans[i].id, id))
+			return &r->chans[i];
+	return NULL;
+}
+
+static struct chan *chan_get(struct relay *r, const char *id)
+{
+	struct chan *c = chan_find(r, id);
+
+	if (c)
+		return c;
+	for (int i = 0; i < MAX_CHANS; i++)
+		if (!r->chans[i].id[0]) {
+			c = &r->chans[i];
+			memset(c, 0, sizeof(*c));
+			c->fd = -1;
+			snprintf(c->id, sizeof(c->id), "%s", id);
+			return c;
+		}
+	return NULL;
+}
+
+static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->doomed)
+		return;
+	c->doomed = d;
+	va_start(ap, fmt);
+	vsnprintf(c->doom_why, sizeof(c->doom_why), fmt, ap);
+	va_end(ap);
+}
+
+static void chan_interest(struct relay *r, struct chan *c)
+{
+	bool want = c->out_len > c->out_off;
+	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c };
+
+	if (c->fd < 0 || want == c->want_out)
+		return;
+	c->want_out = want;
+	epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
+}
+
+static void chan_close(struct relay *r, struct chan *c)
+{
+	if (c->fd >= 0) {
+		epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
+		close(c->fd);
+	}
+	c->fd = -1;
+	free(c->in);
+	free(c->out);
+	c->in = c->out = NULL;
+	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
+	c->want_out = false;
+}
+
+static int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
+{
+	int fd = -1, fl;
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	if (sandbox_connect(r->sc, c->id, CONNECT_MS, &fd, err) < 0)
+		return -1;
+	fl = fcntl(fd, F_GETFL);
+	c->in = malloc(IN_CAP);
+	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || !c->in ||
+	    epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+		close(fd);
+		free(c->in);
+		c->in = NULL;
+		return sbx_err_sys(err, "internal", "channel setup");
+	}
+	c->fd = fd;
+	c->doomed = DOOM_NONE;
+	c->doom_why[0] = 0;
+	if (!c->next_stream)
+		c->next_stream = 1;
+	log_info("sandbox %s: channel to sbx-init open", c->id);
+	return 0;
+}
+
+static void chan_flush(struct relay *r, struct chan *c)
+{
+	while (c->fd >= 0 && !c->doomed && c->out_len > c->out_off) {
+		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+		if (w > 0) {
+			c->out_off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;
+		chan_doom(c, DOOM_LOST, "the channel to sbx-init failed: %s", w < 0 ? strerror(errno) : "closed");
+		return;
+	}
+	if (c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	chan_interest(r, c);
+}
+
+static size_t chan_queued(const struct chan *c)
+{
+	return c->out_len - c->out_off;
+}
+
+/* Queues one frame and tries to write it at once. -1: the channel is doomed. */
+static int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n)
+{
+	size_t need;
+
+	if (c->fd < 0 || c->doomed)
+		return -1;
+	if (chan_queued(c) + SBX_FRAME_HDR + n > OUT_HARD) {
+		chan_doom(c, DOOM_WEDGED, "sbx-init does not read its channel (%zu bytes waiting)", chan_queued(c));
+		return -1;
+	}
+	if (c->out_off && c->out_off == c->out_len)
+		c->out_off = c->out_len = 0;
+	need = c->out_len + SBX_FRAME_HDR + n;
+	if (need > c->out_cap && c->out_off) {
+		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
+		c->out_len -= c->out_off;
+		c->out_off = 0;
+		need = c->out_len + SBX_FRAME_HDR + n;
+	}
+	if (need > c->out_cap) {
+		size_t cap = c->out_cap ? c->out_cap : 64 * 1024;
+		uint8_t *np;
+		while (cap < need)
+			cap *= 2;
+		np = realloc(c->out, cap);
+		if (!np) {
+			chan_doom(c, DOOM_WEDGED, "out of memory");
+			return -1;
+		}
+		c->out = np;
+		c->out_cap = cap;
+	}
+	sbx_frame_header(c->out + c->out_len, type, stream, (uint32_t)n);
+	if (n)
+		memcpy(c->out + c->out_len + SBX_FRAME_HDR, p, n);
+	c->out_len += SBX_FRAME_HDR + n;
+	chan_flush(r, c);
+	return c->doomed ? -1 : 0;
+}
+
+static int send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v)
+{
+	uint8_t b[4];
+
+	put32(b, v);
+	return chan_send(r, c, type, stream, b, 4);
+}
+
+/* ---- ops ---- */
+
+static struct rop *op_find(struct relay *r, const char *op_id)
+{
+	for (struct rop *o = r->ops; o; o = o->next)
+		if (!strcmp(o->op_id, op_id))
+			return o;
+	return NULL;
+}
+
+static struct rop *op_by_stream(struct relay *r, struct chan *c, uint32_t stream)
+{
+	for (struct rop *o = r->ops; o; o = o->next)
+		if (o->ch == c && o->stream == stream)
+			return o;
+	return NULL;
+}
+
+static void touch_activity(struct relay *r, struct chan *c)
+{
+	long long now = mono_ms();
+	sbx_err err = SBX_ERR_INIT;
+
+	if (c->last_touch && now - c->last_touch < ACTIVITY_MS)
+		return;
+	c->last_touch = now;
+	if (sbx_db_query(r->db, NULL, &err, "UPDATE sandboxes SET last_activity_at = now() WHERE id = $1", 1,
+			 c->id) < 0)
+		log_warnx("sandbox %s: last_activity_at: %s", c->id, err.msg);
+}
+
+/* One finished exec, for usage and audit (sql/004_execs.sql). */
+static void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error)
+{
+	char id[SBX_ID_LEN + 1], code[16], sig[16], dur[24], ob[24], eb[24], t0[24];
+	sbx_err err = SBX_ERR_INIT;
+
+	if (o->kind != RK_EXEC)
+		return;
+	sbx_id_new(id);
+	snprintf(code, sizeof(code), "%d", x ? x->code : 0);
+	snprintf(sig, sizeof(sig), "%u", x ? x->signal : 0);
+	snprintf(dur, sizeof(dur), "%lld", mono_ms() - o->t0_mono);
+	snprintf(ob, sizeof(ob), "%" PRIu64, o->out_b);
+	snprintf(eb, sizeof(eb), "%" PRIu64, o->err_b);
+	snprintf(t0, sizeof(t0), "%lld", o->t0_wall_ms);
+	if (sbx_db_query(r->db, NULL, &err,
+			 "INSERT INTO execs (id, sandbox_id, org_id, cmd, exit_code, signal, timed_out, duration_ms, "
+			 "stdout_bytes, stderr_bytes, started_at, request_id, background, error) "
+			 "SELECT $1, s.id, s.org_id, $3, $4::int, $5::int, $6::boolean, $7::bigint, $8::bigint, "
+			 "$9::bigint, to_timestamp($10::double precision / 1000), nullif($11, ''), $12::boolean, $13 "
+			 "FROM sandboxes s WHERE s.id = $2",
+			 13, id, o->sandbox, o->cmd ? o->cmd : "", x ? code : NULL, x ? sig : NULL,
+			 x && x->timed_out ? "true" : "false", dur, ob, eb, t0, o->req_id,
+			 o->background ? "true" : "false", error) < 0)
+		log_warnx("sandbox %s: recording an exec: %s", o->sandbox, err.msg);
+}
+
+/* Unlinks and frees; the op's events are done. A foreground process still
+ * running inside is killed: nobody will read it. For a transfer (attach,
+ * file read/write) the same SIGNAL asks sbx-init to drop the stream (it
+ * ignores it today: the stream then ends on its own, idle without credit). */
+static void op_free(struct relay *r, struct rop *o)
+{
+	bool stream_op = o->kind == RK_EXEC ? !o->background
+					    : o->kind == RK_ATTACH || o->kind == RK_READ || o->kind == RK_WRITE;
+
+	if (o->live && stream_op && o->ch->fd >= 0 && !o->ch->doomed)
+		send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
+	if (o->prev)
+		o->prev->next = o->next;
+	else
+		r->ops = o->next;
+	if (o->next)
+		o->next->prev = o->prev;
+	o->ch->nops--;
+	r->nops--;
+	free(o->pend.p);
+	free(o->cmd);
+	json_decref(o->acc);
+	free(o);
+}
+
+static void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (o->kind == RK_EXEC && o->started)
+		record_exec(r, o, NULL, code);
+	pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
+	op_free(r, o);
+}
+
+/* Ends every op of the channel, closes it; when its sentry is dead the
+ * sandbox is reported and the slot freed, else it reconnects on next use. */
+static void chan_settle(struct relay *r, struct chan *c)
+{
+	const char *code = "internal";
+	char why[256] = "", msg[512], doom_why[sizeof(c->doom_why)];
+	enum doom d = c->doomed;
+	bool dead = false;
+
+	if (!d)
+		return;
+	snprintf(doom_why, sizeof(doom_why), "%s", c->doom_why);
+	log_warnx("sandbox %s: channel closed: %s", c->id, doom_why);
+	chan_close(r, c);
+	if (d == DOOM_LOST) {
+		int alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
+		if (alive == 1) {
+			/* EOF can come before the sentry is seen dead: try again once,
+			 * which waits (bounded) until sbx-init answers or the sentry died */
+			sbx_err err = SBX_ERR_INIT;
+			if (c->nops && chan_connect(r, c, &err) < 0) {
+				log_warnx("sandbox %s: reconnect: %s", c->id, err.msg);
+				alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
+			}
+		}
+		if (alive == 0) {
+			dead = true;
+			code = "sandbox_dead";
+			if (!why[0])
+				snprintf(why, sizeof(why), "the sandbox stopped");
+		}
+	}
+	snprintf(msg, sizeof(msg), "%s", dead ? why : doom_why);
+	/* everything started on the old connection is gone inside */
+	for (struct rop *o = r->ops, *nx; o; o = nx) {
+		nx = o->next;
+		if (o->ch == c) {
+			o->live = false;
+			op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
+		}
+	}
+	c->doomed = DOOM_NONE;
+	if (dead) {
+		char id[SBX_ID_LEN + 1];
+		snprintf(id, sizeof(id), "%s", c->id);
+		chan_close(r, c);
+		c->id[0] = 0;
+		if (r->h.dead)
+			r->h.dead(r->h.ctx, id, why);
+	}
+}
+
+static int buf_add(struct buf *b, const void *p, size_t n, size_t max)
+{
+	uint8_t *np;
+
+	if (b->off && b->off == b->len)
+		b->off = b->len = 0;
+	if (b->len - b->off + n > max)
+		return -1;
+	if (b->off) {
+		memmove(b->p, b->p + b->off, b->len - b->off);
+		b->len -= b->off;
+		b->off = 0;
+	}
+	np = realloc(b->p, b->len + n ? b->len + n : 1);
+	if (!np)
+		return -1;
+	b->p = np;
+	memcpy(b->p + b->len, p, n);
+	b->len += n;
+	return 0;
+}
+
+/* Frames pending stdin/file data while the window and the channel allow. */
+static void op_pump(struct relay *r, struct rop *o)
+{
+	struct chan *c = o->ch;
+
+	while (o->live && !o->closed && o->pend.len > o->pend.off && o->unacked < SBX_STDIN_WINDOW &&
+	       chan_queued(c) < OUT_SOFT) {
+		size_t n = o->pend.len - o->pend.off;
+		if (n > SBX_STDIN_WINDOW - o->unacked)
+			n = SBX_STDIN_WINDOW - o->unacked;
+		if (n > SBX_FRAME_MAX_PAYLOAD)
+			n = SBX_FRAME_MAX_PAYLOAD;
+		if (chan_send(r, c, SBX_F_STDIN, o->stream, o->pend.p + o->pend.off, n) < 0)
+			return;
+		o->pend.off += n;
+		o->unacked += n;
+	}
+	if (o->pend.off == o->pend.len) {
+		free(o->pend.p);
+		memset(&o->pend, 0, sizeof(o->pend));
+		if (o->live && o->want_close && !o->closed && chan_send(r, c, SBX_F_STDIN, o->stream, NULL, 0) == 0)
+			o->closed = true;
+	}
+}
+
+static void chan_pump(struct relay *r, struct chan *c)
+{
+	for (struct rop *o = r->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->next)
+		if (o->ch == c && (o->pend.len > o->pend.off || (o->want_close && !o->closed)))
+			op_pump(r, o);
+}
+
+static const char *errno_code(int e)
+{
+	switch (e) {
+	case ENOENT:
+	case ESRCH:
+		return "not_found";
+	case ENOTDIR:
+		return "not_a_directory";
+	case EEXIST:
+		return "exists";
+	case ENOSPC:
+	case EDQUOT:
+		return "no_space";
+	case EFBIG:
+	case E2BIG:
+	case ENAMETOOLONG:
+		return "too_large";
+	case EISDIR:
+		return "is_a_directory";
+	case ENOTEMPTY:
+		return "not_empty";
+	case EACCES:
+	case EPERM:
+	case EROFS:
+		return "permission_denied";
+	case EINVAL:
+	case ELOOP:
+	case EXDEV:
+		return "invalid";
+	default:
+		return "internal";
+	}
+}
+
+/* ---- frames from sbx-init ---- */
+
+static bool credit_ok(struct rop *o, size_t n)
+{
+	o->out_total += n;
+	return o->out_total <= o->credit_in + CREDIT_SLACK;
+}
+
+static void on_list_entry(struct relay *r, struct rop *o, const struct sbx_frame *f)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	(void)r;
+	if (o->truncated)
+		return;
+	if (o->acc_bytes + f->len > ACC_MAX) {
+		o->truncated = true;
+		return;
+	}
+	if (o->kind == RK_LIST) {
+		struct sbx_list_entry e;
+		if (sbx_list_entry_decode(f->payload, f->len, &e, &err) < 0) {
+			chan_doom(o->ch, DOOM_BAD, "bad list entry from sbx-init: %s", err.msg);
+			return;
+		}
+		json_array_append_new(o->acc, json_pack("{s:s%, s:s, s:I, s:I, s:I}", "name", e.name, e.name_len,
+							"type", sbx_ftype_name(e.type), "size", (json_int_t)e.size,
+							"mode", (json_int_t)e.mode, "mtime", (json_int_t)e.mtime));
+	} else {
+		struct sbx_proc_info pi;
+		char ts[40] = "";
+		time_t t;
+		struct tm tm;
+		json_t *j;
+		if (sbx_proc_info_decode(f->payload, f->len, &pi, &err) < 0) {
+			chan_doom(o->ch, DOOM_BAD, "bad process entry from sbx-init: %s", err.msg);
+			return;
+		}
+		t = (time_t)(pi.started_ms / 1000);
+		if (gmtime_r(&t, &tm))
+			strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		j = json_pack("{s:I, s:s%, s:s, s:o, s:o, s:s, s:I, s:b, s:b}", "pid", (json_int_t)pi.pid, "cmd",
+			      pi.cmd, pi.cmd_len, "state", pi.running ? "running" : "exited", "exit_code",
+			      pi.running ? json_null() : json_integer(pi.exit_code), "signal",
+			      pi.running || !pi.signal ? json_null() : json_integer(pi.signal), "started_at", ts,
+			      "output_bytes", (json_int_t)pi.bytes, "timed_out", (pi.flags & SBX_EXIT_TIMED_OUT) != 0,
+			      "truncated", (pi.flags & SBX_EXIT_TRUNCATED) != 0);
+		json_array_append_new(o->acc, j);
+	}
+	o->acc_bytes += f->len + 64;
+}
+
+static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame *f)
+{
+	struct sbx_exit_info x;
+	sbx_err err = SBX_ERR_INIT;
+	json_t *done;
+
+	if (sbx_frame_decode_exit(f, &x, &err) < 0) {
+		chan_doom(o->ch, DOOM_BAD, "bad EXIT from sbx-init: %s", err.msg);
+		return;
+	}
+	o->live = false;
+	if (x.flags & SBX_EXIT_ERRNO) {
+		op_error(r, o, o->kind == RK_EXEC ? "exec_failed" : errno_code(x.err), "%s", strerror(x.err));
+		return;
+	}
+	switch (o->kind) {
+	case RK_EXEC:
+		if (x.flags & SBX_EXIT_DETACHED) {
+			/* a background process runs on: its start is the answer */
+			pub_json(r, o, "done", json_pack("{s:I}", "pid", (json_int_t)o->pid));
+			record_exec(r, o, NULL, NULL);
+			break;
+		}
+		/* fall through */
+	case RK_ATTACH: {
+		long oom = o->kind == RK_EXEC ? sandbox_oom_kills(o->sandbox) : -1;
+		json_t *j = json_pack("{s:i, s:o, s:b, s:b, s:I}", "exit_code", x.code, "signal",
+				      x.signal ? json_integer(x.signal) : json_null(), "timed_out", x.timed_out != 0,
+				      "oom", o->oom0 >= 0 && oom > o->oom0, "duration_ms",
+				      (json_int_t)(mono_ms() - o->t0_mono));
+		if (o->kind == RK_ATTACH) {
+			json_object_set_new(j, "running", json_boolean((x.flags & SBX_EXIT_DETACHED) != 0));
+			json_object_set_new(j, "truncated", json_boolean((x.flags & SBX_EXIT_TRUNCATED) != 0));
+			json_object_set_new(j, "offset", json_integer((json_int_t)(o->got + (int64_t)o->out_total)));
+		}
+		pub_json(r, o, "exit", j);
+		record_exec(r, o, &x, NULL);
+		break;
+	}
+	case RK_READ:
+		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->read_total));
+		break;
+	case RK_LIST:
+	case RK_PROCS:
+		done = json_pack("{s:O, s:b}", o->kind == RK_LIST ? "entries" : "processes", o->acc, "truncated",
+				 o->truncated);
+		pub_json(r, o, "done", done);
+		break;
+	case RK_WRITE:
+		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->got));
+		break;
+	default:
+		pub_json(r, o, "done", json_object());
+		break;
+	}
+	op_free(r, o);
+}
+
+static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
+{
+	struct rop *o;
+	uint32_t v;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (f->type == SBX_F_HELLO || f->type == SBX_F_PONG)
+		return;
+	o = op_by_stream(r, c, f->stream);
+	if (!o)
+		return; /* an op we ended already (its late frames) */
+	switch (f->type) {
+	case SBX_F_STARTED:
+		if (sbx_frame_decode_u32(f, &v, &err) < 0 || o->kind != RK_EXEC || o->started) {
+			chan_doom(c, DOOM_BAD, "unexpected STARTED from sbx-init");
+			return;
+		}
+		o->started = true;
+		o->pid = v;
+		pub_json(r, o, "started", json_pack("{s:I}", "pid", (json_int_t)v));
+		break;
+	case SBX_F_STAT: {
+		struct sbx_file_stat st;
+		if (o->kind != RK_READ || o->stat_seen || sbx_frame_decode_stat(f, &st, &err) < 0) {
+			chan_doom(c, DOOM_BAD, "unexpected STAT from sbx-init");
+			return;
+		}
+		o->stat_seen = true;
+		pub_json(r, o, "file.stat", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
+						     (json_int_t)st.mode, "mtime", (json_int_t)st.mtime));
+		break;
+	}
+	case SBX_F_STDOUT:
+	case SBX_F_STDERR:
+		if (o->kind == RK_LIST || o->kind == RK_PROCS) {
+			if (f->type != SBX_F_STDOUT) {
+				chan_doom(c, DOOM_BAD, "STDERR on a list stream");
+				return;
+			}
+			on_list_entry(r, o, f);
+			break;
+		}
+		if ((o->kind != RK_EXEC && o->kind != RK_ATTACH && o->kind != RK_READ) ||
+		    (o->kind == RK_READ && f->type != SBX_F_STDOUT)) {
+			chan_doom(c, DOOM_BAD, "output on a stream that has none");
+			return;
+		}
+		if (!credit_ok(o, f->len)) {
+			chan_doom(c, DOOM_BAD, "sbx-init sent output past its credit");
+			return;
+		}
+		if (o->kind == RK_READ) {
+			o->read_total += f->len;
+			pub(r, o, "file.data", f->payload, f->len);
+		} else {
+			if (f->type == SBX_F_STDOUT)
+				o->out_b += f->len;
+			else
+				o->err_b += f->len;
+			pub(r, o, f->type == SBX_F_STDOUT ? "stdout" : "stderr", f->payload, f->len);
+		}
+		break;
+	case SBX_F_STDIN_ACK:
+		if (sbx_frame_decode_u32(f, &v, &err) < 0 || v > o->unacked) {
+			chan_doom(c, DOOM_BAD, "STDIN_ACK of more than was sent");
+			return;
+		}
+		o->unacked -= v;
+		/* the API keeps at most a window unacknowledged (no stdin piles up here) */
+		if (o->kind == RK_WRITE && v)
+			pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+		else if (o->kind == RK_EXEC && o->stdin_open && v)
+			pub_json(r, o, "stdin.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+		op_pump(r, o);
+		break;
+	case SBX_F_EXIT:
+		on_exit_frame(r, o, f);
+		break;
+	case SBX_F_ERROR: {
+		const char *code = "exec_failed";
+		o->live = false;
+		if (f->len >= 18 && !memcmp(f->payload, "cwd does not exist", 18))
+			code = "cwd_missing";
+		op_error(r, o, code, "%.*s", (int)f->len, (const char *)f->payload);
+		break;
+	}
+	default:
+		chan_doom(c, DOOM_BAD, "frame type 0x%02x is not expected", f->type);
+	}
+}
+
+static void chan_read(struct relay *r, struct chan *c)
+{
+	for (int round = 0; round < READ_ROUNDS && c->fd >= 0 && !c->doomed; round++) {
+		ssize_t n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+		size_t off = 0;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			chan_doom(c, DOOM_LOST, "sbx-init closed the channel%s%s", n < 0 ? ": " : "",
+				  n < 0 ? strerror(errno) : "");
+			return;
+		}
+		c->in_len += (size_t)n;
+		while (!c->doomed && c->fd >= 0) {
+			struct sbx_frame f;
+			sbx_err err = SBX_ERR_INIT;
+			long l = sbx_frame_parse(c->in + off, c->in_len - off, 1, &f, &err);
+			if (l == 0)
+				break;
+			if (l < 0) {
+				chan_doom(c, DOOM_BAD, "malformed frame from sbx-init: %s", err.msg);
+				return;
+			}
+			on_frame(r, c, &f);
+			off += (size_t)l;
+		}
+		if (c->in && off) {
+			memmove(c->in, c->in + off, c->in_len - off);
+			c->in_len -= off;
+		}
+	}
+}
+
+/* ---- requests (hop 1, API -> node) ---- */
+
+static int sig_of(json_t *v)
+{
+	static const struct {
+		const char *name;
+		int sig;
+	} names[] = { { "HUP", SIGHUP },   { "INT", SIGINT },   { "QUIT", SIGQUIT }, { "KILL", SIGKILL },
+		      { "USR1", SIGUSR1 }, { "USR2", SIGUSR2 }, { "TERM", SIGTERM }, { "STOP", SIGSTOP },
+		      { "CONT", SIGCONT }, { "ALRM", SIGALRM }, { "PIPE", SIGPIPE }, { "WINCH", SIGWINCH } };
+	const char *s;
+
+	if (json_is_integer(v)) {
+		json_int_t n = json_integer_value(v);
+		return n >= 1 && n <= 64 ? (int)n : -1;
+	}
+	if (!json_is_string(v))
+		return -1;
+	s = json_string_value(v);
+	if (!strncmp(s, "SIG", 3))
+		s += 3;
+	for (size_t i = 0; i < SBX_ARRAY_LEN(names); i++)
+		if (!strcmp(s, names[i].name))
+			return names[i].sig;
+	return -1;
+}
+
+static int b64_decode(const char *s, uint8_t **out, size_t *len)
+{
+	size_t sl = strlen(s), cap = sl / 4 * 3 + 3;
+	uint8_t *p = malloc(cap ? cap : 1);
+
+	if (!p)
+		return -1;
+	if (sodium_base642bin(p, cap, s, sl, "\n\r ", len, NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
+		free(p);
+		return -1;
+	}
+	*out = p;
+	return 0;
+}
+
+static bool str_clean(json_t *v)
+{
+	return json_is_string(v) && strlen(json_string_value(v)) == json_string_length(v);
+}
+
+/* The common start of a new op: the sandbox must be ready here and its
+ * channel up. NULL: an error was answered. */
+static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *sid, const char *op_id, enum rk kind)
+{
+	struct chan *c;
+	struct rop *o;
+	char why[300] = "";
+	int st;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (op_find(r, op_id)) {
+		reply_error(r, m, op_id, "internal", "op %s is already running", op_id);
+		return NULL;
+	}
+	st = r->h.state ? r->h.state(r->h.ctx, sid, why, sizeof(why)) : 1;
+	if (st < 0) {
+		reply_error(r, m, op_id, "not_ready", "the sandbox is not on this node");
+		return NULL;
+	}
+	if (st == 0) {
+		reply_error(r, m, op_id, "not_ready", "the sandbox is %s", why[0] ? why : "not ready");
+		return NULL;
+	}
+	if (r->nops >= MAX_OPS) {
+		reply_error(r, m, op_id, "internal", "the node runs too many operations");
+		return NULL;
+	}
+	c = chan_get(r, sid);
+	if (!c) {
+		reply_error(r, m, op_id, "internal", "no channel slot");
+		return NULL;
+	}
+	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
+		char w[256] = "";
+		if (sandbox_alive(r->sc, sid, w, sizeof(w)) == 0) {
+			reply_error(r, m, op_id, "sandbox_dead", "the sandbox died: %s", w[0] ? w : err.msg);
+			c->id[0] = 0;
+			if (r->h.dead)
+				r->h.dead(r->h.ctx, sid, w[0] ? w : "the sandbox stopped");
+		} else {
+			reply_error(r, m, op_id, "internal", "cannot reach sbx-init: %s", err.msg);
+		}
+		return NULL;
+	}
+	o = calloc(1, sizeof(*o));
+	if (!o) {
+		reply_error(r, m, op_id, "internal", "out of memory");
+		return NULL;
+	}
+	o->ch = c;
+	o->kind = kind;
+	o->stream = c->next_stream++;
+	if (!c->next_stream)
+		c->next_stream = 1;
+	o->live = true;
+	o->size = -1;
+	o->oom0 = -1;
+	o->t0_mono = mono_ms();
+	o->t0_wall_ms = wall_ms();
+	snprintf(o->op_id, sizeof(o->op_id), "%s", op_id);
+	snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
+	snprintf(o->req_id, sizeof(o->req_id), "%s", m->request_id);
+	snprintf(o->sandbox, sizeof(o->sandbox), "%s", sid);
+	o->next = r->ops;
+	if (r->ops)
+		r->ops->prev = o;
+	r->ops = o;
+	r->nops++;
+	c->nops++;
+	touch_activity(r, c);
+	return o;
+}
+
+static void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id)
+{
+	json_t *argv, *env = NULL, *v;
+	const char *cwd = "/", *stdin_b64 = NULL, *key;
+	json_int_t timeout_ms = 0, credit = 65536;
+	int stdin_open = 0, background = 0;
+	json_error_t jerr;
+	struct sbx_exec_req req = { 0 };
+	cleanup_free const char **av = NULL;
+	cleanup_free const char **ev = NULL;
+	cleanup_free char *envbuf = NULL;
+	cleanup_free uint8_t *payload = NULL;
+	cleanup_free uint8_t *in = NULL;
+	size_t plen, inlen = 0, k = 0, envsz = 0;
+	char cmd[CMD_MAX + 1];
+	size_t cl = 0;
+	sbx_err err = SBX_ERR_INIT;
+	struct rop *o;
+
+	if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s?o, s?s, s?I, s?I, s?b, s?b, s?s}", "sandbox_id",
+			   &sid, "op_id", &op_id, "argv", &argv, "env", &env, "cwd", &cwd, "timeout_ms", &timeout_ms,
+			   "credit", &credit, "stdin_open", &stdin_open, "background", &background, "stdin_b64",
+			   &stdin_b64) < 0 ||
+	    !json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > SBX_EXEC_MAX_ARGS ||
+	    (env && !json_is_null(env) && (!json_is_object(env) || json_object_size(env) > SBX_EXEC_MAX_ARGS)) ||
+	    timeout_ms < 0 || timeout_ms > UINT32_MAX || credit < 0 || credit > UINT32_MAX) {
+		reply_error(r, m, op_id, "internal", "malformed exec request: %s", jerr.text);
+		return;
+	}
+	av = calloc(json_array_size(argv) + 1, sizeof(*av));
+	ev = calloc((env ? json_object_size(env) : 0) + 1, sizeof(*ev));
+	if (!av || !ev) {
+		reply_error(r, m, op_id, "internal", "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < json_array_size(argv); i++) {
+		v = json_array_get(argv, i);
+		if (!str_clean(v)) {
+			reply_error(r, m, op_id, "internal", "argv[%zu] is not a string without NUL", i);
+			return;
+		}
+		av[i] = json_string_value(v);
+		cl += (size_t)snprintf(cmd + (cl < sizeof(cmd) ? cl : sizeof(cmd) - 1),
+				       cl < sizeof(cmd) ? sizeof(cmd) - cl : 1, "%s%s", i ? " " : "", av[i]);
+	}
+	if (env && json_is_object(env)) {
+		json_object_foreach(env, key, v) envsz += strlen(key) + 2 + (json_is_string(v) ? json_string_length(v) : 0);
+		envbuf = malloc(envsz + 1);
+		if (!envbuf) {
+			reply_error(r, m, op_id, "internal", "out of memory");
+			return;
+		}
+		char *p = envbuf;
+		json_object_foreach(env, key, v) {
+			if (!str_clean(v) || !key[0] || strchr(key, '=')) {
+				reply_error(r, m, op_id, "internal", "env %.64s: not NAME and a string value", key);
+				return;
+			}
+			ev[k++] = p;
+			p += sprintf(p, "%s=%s", key, json_string_value(v)) + 1;
+		}
+	}
+	if (stdin_b64 && (b64_decode(stdin_b64, &in, &inlen) < 0 || inlen > SBX_STDIN_WINDOW)) {
+		reply_error(r, m, op_id, inlen > SBX_STDIN_WINDOW ? "too_large" : "internal",
+			    "stdin_b64 is not base64 of at most 1 MiB");
+		return;
+	}
+	req.flags = (stdin_open || inlen ? SBX_EXEC_STDIN : 0) | (background ? SBX_EXEC_BACKGROUND : 0);
+	req.timeout_ms = (uint32_t)timeout_ms;
+	req.credit = (uint32_t)credit;
+	req.cwd = cwd;
+	req.argc = (int)json_array_size(argv);
+	req.envc = (int)k;
+	req.argv = av;
+	req.envp = ev;
+	if (sbx_exec_encode(&req, &payload, &plen, &err) < 0) {
+		reply_error(r, m, op_id, !strcmp(err.code, "too_large") ? "too_large" : "internal", "%s", err.msg);
+		return;
+	}
+	if (!(o = op_begin(r, m, sid, op_id, RK_EXEC)))
+		return;
+	o->background = background;
+	o->stdin_open = stdin_open;
+	o->credit_in = (uint64_t)credit;
+	o->cmd = strdup(cmd);
+	o->oom0 = sandbox_oom_kills(sid);
+	if (inlen && buf_add(&o->pend, in, inlen, PEND_MAX) < 0) {
+		op_error(r, o, "internal", "out of memory");
+		return;
+	}
+	o->want_close = !stdin_open && (req.flags & SBX_EXEC_STDIN);
+	if (chan_send(r, o->ch, SBX_F_EXEC, o->stream, payload, plen) == 0)
+		op_pump(r, o);
+	log_info("sandbox %s: exec %.200s (op %s, stream %u)", sid, cmd, op_id, o->stream);
+}
+
+static void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
+		    enum rk kind)
+{
+	const char *path = NULL;
+	int flag = 0;
+	json_int_t credit = 1024 * 1024, size = -1;
+	json_error_t jerr;
+	int rc;
+	struct sbx_file_req fr = { 0 };
+	uint8_t payload[SBX_FILE_MAX];
+	long plen;
+	sbx_err err = SBX_ERR_INIT;
+	struct rop *o;
+
+	switch (kind) {
+	case RK_WRITE:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b, s?I}", "sandbox_id", &sid, "op_id",
+				    &op_id, "path", &path, "mkdir", &flag, "size", &size);
+		fr.op = SBX_FILE_WRITE;
+		break;
+	case RK_READ:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?I}", "sandbox_id", &sid, "op_id", &op_id,
+				    "path", &path, "credit", &credit);
+		fr.op = SBX_FILE_READ;
+		break;
+	case RK_LIST:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id,
+				    "path", &path);
+		fr.op = SBX_FILE_LIST;
+		credit = ACC_MAX;
+		break;
+	case RK_DELETE:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+				    "path", &path, "recursive", &flag);
+		fr.op = SBX_FILE_DELETE;
+		break;
+	default:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+				    "path", &path, "parents", &flag);
+		fr.op = SBX_FILE_MKDIR;
+		break;
+	}
+	if (rc < 0 || credit < 0 || credit > UINT32_MAX) {
+		reply_error(r, m, op_id, "internal", "malformed file request: %s", jerr.text);
+		return;
+	}
+	fr.flags = flag ? SBX_FILE_PARENTS : 0;
+	fr.credit = kind == RK_READ || kind == RK_LIST ? (uint32_t)credit : 0;
+	fr.path = path;
+	if ((plen = sbx_file_encode(&fr, payload, &err)) < 0) {
+		reply_error(r, m, op_id, "invalid", "%s", err.msg);
+		return;
+	}
+	if (!(o = op_begin(r, m, sid, op_id, kind)))
+		return;
+	o->credit_in = fr.credit;
+	o->size = size;
+	if (kind == RK_LIST)
+		o->acc = json_array();
+	chan_send(r, o->ch, SBX_F_FILE, o->stream, payload, (size_t)plen);
+}
+
+static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
+		    enum rk kind)
+{
+	json_int_t pid = 0, offset = 0, credit = 65536;
+	int follow = 0, close_ = 0;
+	const char *data = NULL;
+	json_t *sigv = NULL;
+	int sig = 0;
+	json_error_t jerr;
+	int rc;
+	cleanup_free uint8_t *bytes = NULL;
+	size_t blen = 0;
+	struct rop *o;
+
+	switch (kind) {
+	case RK_PROCS:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id);
+		break;
+	case RK_ATTACH:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s?I, s?b, s?I}", "sandbox_id", &sid,
+				    "op_id", &op_id, "pid", &pid, "offset", &offset, "follow", &follow, "credit",
+				    &credit);
+		break;
+	case RK_PSTDIN:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s?s, s?b}", "sandbox_id", &sid, "op_id",
+				    &op_id, "pid", &pid, "data_b64", &data, "close", &close_);
+		break;
+	default:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s:o}", "sandbox_id", &sid, "op_id", &op_id,
+				    "pid", &pid, "signal", &sigv);
+		break;
+	}
+	if (rc < 0 || pid < 0 || pid > UINT32_MAX || offset < 0 || credit < 0 || credit > UINT32_MAX ||
+	    (kind != RK_PROCS && pid < 1)) {
+		reply_error(r, m, op_id, "internal", "malformed %s request: %s", m->type, jerr.text);
+		return;
+	}
+	if (kind == RK_PSIGNAL && (sig = sig_of(sigv)) < 0) {
+		reply_error(r, m, op_id, "invalid", "not a signal");
+		return;
+	}
+	if (kind == RK_PSTDIN) {
+		if (data && b64_decode(data, &bytes, &blen) < 0) {
+			reply_error(r, m, op_id, "internal", "data_b64 is not base64");
+			return;
+		}
+		if (blen > SBX_FRAME_MAX_PAYLOAD - 4) {
+			reply_error(r, m, op_id, "too_large", "at most %d bytes per proc.stdin", SBX_FRAME_MAX_PAYLOAD - 4);
+			return;
+		}
+		if (!blen && !close_) {
+			/* nothing to do: answer at once */
+			publish_json_to(r, m->reply_to, op_id, m->request_id, "done", json_object());
+			return;
+		}
+	}
+	if (!(o = op_begin(r, m, sid, op_id, kind)))
+		return;
+	switch (kind) {
+	case RK_PROCS:
+		o->acc = json_array();
+		chan_send(r, o->ch, SBX_F_PROCS, o->stream, NULL, 0);
+		break;
+	case RK_ATTACH: {
+		struct sbx_attach_req ar = { .pid = (uint32_t)pid, .flags = follow ? SBX_ATTACH_FOLLOW : 0,
+					     .credit = (uint32_t)credit, .offset = (uint64_t)offset };
+		uint8_t p[SBX_ATTACH_LEN];
+		long n = sbx_attach_encode(&ar, p);
+		o->credit_in = (uint64_t)credit;
+		o->pid = (uint32_t)pid;
+		o->got = (int64_t)offset; /* where the replay starts */
+		chan_send(r, o->ch, SBX_F_ATTACH, o->stream, p, (size_t)n);
+		break;
+	}
+	case RK_PSTDIN: {
+		/* data first (one frame), then an empty one to close: each is
+		 * answered with EXIT on its own stream; the op ends with the last */
+		cleanup_free uint8_t *p = malloc(4 + blen);
+		if (!p) {
+			op_error(r, o, "internal", "out of memory");
+			return;
+		}
+		put32(p, (uint32_t)pid);
+		if (blen) {
+			memcpy(p + 4, bytes, blen);
+			if (close_) {
+				uint32_t s2;
+				/* the data's answer is not waited for: the close follows it in order */
+				chan_send(r, o->ch, SBX_F_PSTDIN, o->stream, p, 4 + blen);
+				s2 = o->ch->next_stream++;
+				if (!o->ch->next_stream)
+					o->ch->next_stream = 1;
+				o->stream = s2;
+				chan_send(r, o->ch, SBX_F_PSTDIN, o->stream, p, 4);
+			} else {
+				chan_send(r, o->ch, SBX_F_PSTDIN, o->stream, p, 4 + blen);
+			}
+		} else {
+			chan_send(r, o->ch, SBX_F_PSTDIN, o->stream, p, 4);
+		}
+		break;
+	}
+	default: {
+		uint8_t p[8];
+		long n = sbx_psignal_encode((uint32_t)pid, (uint32_t)sig, p);
+		chan_send(r, o->ch, SBX_F_PSIGNAL, o->stream, p, (size_t)n);
+		break;
+	}
+	}
+}
+
+/* credit, stdin, signal, file.data, file.end: to a running op. */
+static void on_followup(struct relay *r, const sbx_mq_msg *m)
+{
+	cleanup_json json_t *b = NULL;
+	json_error_t jerr;
+	const char *sid = NULL, *op_id = m->correlation_id;
+	struct rop *o = op_find(r, op_id);
+
+	if (!strcmp(m->type, "file.data")) {
+		if (!o || o->kind != RK_WRITE)
+			return; /* after the op ended: nothing to do */
+		if (m->len == 0)
+			return;
+		o->got += (int64_t)m->len;
+		if (o->size >= 0 && o->got > o->size) {
+			op_error(r, o, "too_large", "more data than the declared size (%" PRId64 ")", o->size);
+			return;
+		}
+		if (buf_add(&o->pend, m->body, m->len, PEND_MAX) < 0) {
+			op_error(r, o, "internal", "file data past the window (no file.credit waited for)");
+			return;
+		}
+		op_pump(r, o);
+		return;
+	}
+	b = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!b || !json_is_object(b)) {
+		log_warnx("rejecting a malformed %s message", m->type);
+		return;
+	}
+	if (!o)
+		return;
+	if (!strcmp(m->type, "credit")) {
+		json_int_t bytes = 0;
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I}", "sandbox_id", &sid, "op_id", &op_id, "bytes",
+				   &bytes) < 0 ||
+		    bytes < 1 || bytes > UINT32_MAX) {
+			log_warnx("op %s: malformed credit", o->op_id);
+			return;
+		}
+		if (o->kind != RK_EXEC && o->kind != RK_ATTACH && o->kind != RK_READ)
+			return;
+		o->credit_in += (uint64_t)bytes;
+		send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
+	} else if (!strcmp(m->type, "stdin")) {
+		const char *data = NULL;
+		int close_ = 0;
+		cleanup_free uint8_t *bytes = NULL;
+		size_t blen = 0;
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s?s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+				   "data_b64", &data, "close", &close_) < 0 ||
+		    (data && b64_decode(data, &bytes, &blen) < 0)) {
+			log_warnx("op %s: malformed stdin", o->op_id);
+			return;
+		}
+		if (o->kind != RK_EXEC || o->closed || o->want_close)
+			return; /* stdin closed already: dropped, like sbx-init does */
+		if (blen && buf_add(&o->pend, bytes, blen, PEND_MAX) < 0) {
+			op_error(r, o, "too_large", "stdin past the node's buffer (%d bytes)", PEND_MAX);
+			return;
+		}
+		if (close_)
+			o->want_close = true;
+		op_pump(r, o);
+	} else if (!strcmp(m->type, "signal")) {
+		json_t *sv = NULL;
+		int sig;
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o}", "sandbox_id", &sid, "op_id", &op_id,
+				   "signal", &sv) < 0 ||
+		    (sig = sig_of(sv)) < 0) {
+			log_warnx("op %s: malformed signal", o->op_id);
+			return;
+		}
+		if (o->kind == RK_EXEC && o->live && !o->background) {
+			send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
+		} else if (o->kind == RK_ATTACH || o->kind == RK_READ) {
+			/* the reader went away: stop relaying (the process runs on) */
+			pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
+			op_free(r, o);
+		}
+	} else if (!strcmp(m->type, "file.end")) {
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0 ||
+		    o->kind != RK_WRITE)
+			return;
+		if (o->size >= 0 && o->got != o->size) {
+			op_error(r, o, "invalid", "%" PRId64 " bytes received, %" PRId64 " declared", o->got, o->size);
+			return;
+		}
+		o->want_close = true;
+		op_pump(r, o);
+	}
+}
+
+static const struct {
+	const char *type;
+	enum rk kind;
+} starts[] = {
+	{ "exec", RK_EXEC },	       { "file.write", RK_WRITE },   { "file.read", RK_READ },
+	{ "file.list", RK_LIST },      { "file.delete", RK_DELETE }, { "file.mkdir", RK_MKDIR },
+	{ "proc.list", RK_PROCS },     { "proc.attach", RK_ATTACH }, { "proc.stdin", RK_PSTDIN },
+	{ "proc.signal", RK_PSIGNAL },
+};
+static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end" };
+
+bool relay_handles(const char *type)
+{
+	for (size_t i = 0; i < SBX_ARRAY_LEN(starts); i++)
+		if (!strcmp(type, starts[i].type))
+			return true;
+	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
+		if (!strcmp(type, followups[i]))
+			return true;
+	return false;
+}
+
+static void settle_all(struct relay *r)
+{
+	for (int i = 0; i < MAX_CHANS; i++)
+		if (r->chans[i].id[0] && r->chans[i].doomed)
+			chan_settle(r, &r->chans[i]);
+}
+
+void relay_on_message(struct relay *r, const sbx_mq_msg *m)
+{
+	cleanup_json json_t *b = NULL;
+	json_error_t jerr;
+	const char *sid = NULL, *op_id = NULL;
+	json_t *v;
+
+	if (!sbx_id_valid(m->correlation_id)) {
+		log_warnx("rejecting a %s message without an op id", m->type);
+		return;
+	}
+	/* follow-ups name their op; their events go to the op's reply_to */
+	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
+		if (!strcmp(m->type, followups[i])) {
+			on_followup(r, m);
+			settle_all(r);
+			return;
+		}
+	if (!m->reply_to[0]) {
+		log_warnx("rejecting a %s request without reply_to", m->type);
+		return;
+	}
+	b = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!b || !json_is_object(b) || !(v = json_object_get(b, "sandbox_id")) || !json_is_string(v) ||
+	    !sbx_id_valid(sid = json_string_value(v)) || !(v = json_object_get(b, "op_id")) ||
+	    !json_is_string(v) || strcmp(op_id = json_string_value(v), m->correlation_id)) {
+		log_warnx("rejecting a malformed %s message", m->type);
+		reply_error(r, m, m->correlation_id, "internal", "malformed %s request", m->type);
+		return;
+	}
+	for (size_t i = 0; i < SBX_ARRAY_LEN(starts); i++) {
+		if (strcmp(m->type, starts[i].type))
+			continue;
+		if (starts[i].kind == RK_EXEC)
+			on_exec(r, m, b, sid, op_id);
+		else if (starts[i].kind >= RK_WRITE && starts[i].kind <= RK_MKDIR)
+			on_file(r, m, b, sid, op_id, starts[i].kind);
+		else
+			on_proc(r, m, b, sid, op_id, starts[i].kind);
+		break;
+	}
+	settle_all(r);
+}
+
+bool relay_owns(const struct relay *r, const void *ptr)
+{
+	return r && ptr >= (const void *)r->chans && ptr < (const void *)(r->chans + MAX_CHANS);
+}
+
+void relay_on_event(struct relay *r, void *ptr, uint32_t events)
+{
+	struct chan *c = ptr;
+
+	if (!c->id[0] || c->fd < 0)
+		return; /* closed earlier in this batch */
+	if (events & EPOLLOUT) {
+		chan_flush(r, c);
+		chan_pump(r, c);
+	}
+	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+		chan_read(r, c);
+	chan_settle(r, c);
+	settle_all(r);
+}
+
+void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const char *why)
+{
+	struct chan *c = chan_find(r, id);
+
+	if (!c)
+		return;
+	for (struct rop *o = r->ops, *nx; o; o = nx) {
+		nx = o->next;
+		if (o->ch == c) {
+			o->live = false;
+			op_error(r, o, code, "%s", why);
+		}
+	}
+	chan_close(r, c);
+	c->id[0] = 0;
+}
+
+int relay_ops(const struct relay *r)
+{
+	return r ? r->nops : 0;
+}
+
+struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp, sbx_db *db,
+			const struct relay_hooks *hooks)
+{
+	struct relay *r = calloc(1, sizeof(*r));
+
+	if (!r)
+		return NULL;
+	r->chans = calloc(MAX_CHANS, sizeof(*r->chans));
+	if (!r->chans || sodium_init() < 0) {
+		free(r->chans);
+		free(r);
+		return NULL;
+	}
+	for (int i = 0; i < MAX_CHANS; i++)
+		r->chans[i].fd = -1;
+	r->sc = sc;
+	r->ep = ep;
+	r->mqp = mqp;
+	r->db = db;
+	if (hooks)
+		r->h = *hooks;
+	return r;
+}
+
+void relay_free(struct relay *r)
+{
+	if (!r)
+		return;
+	while (r->ops) {
+		r->ops->live = false;
+		op_error(r, r->ops, "internal", "the node agent is stopping");
+	}
+	for (int i = 0; i < MAX_CHANS; i++)
+		if (r->chans[i].id[0])
+			chan_close(r, &r->chans[i]);
+	free(r->chans);
+	free(r);
+}

@@ -1,0 +1,50 @@
+/* The node agent's runtime relay: execs, files and background processes
+ * of its sandboxes, between the API (AMQP, doc/internal-protocol.md hop 1)
+ * and each sandbox's sbx-init (frames, hop 2). It lives inside the node
+ * agent's one epoll loop: every socket is non-blocking, every buffer is
+ * bounded, and one slow stream never holds up another (doc/node-relay.md). */
+#ifndef SBX_WORKER_NODE_EXEC_H
+#define SBX_WORKER_NODE_EXEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "db.h"
+#include "mq.h"
+#include "sandbox.h"
+
+struct relay;
+
+struct relay_hooks {
+	void *ctx;
+	/* 1: ready on this node; 0: on this node but not ready (its state in
+	 * why); -1: not on this node. */
+	int (*state)(void *ctx, const char *id, char *why, size_t whysz);
+	/* Its sentry died (seen through the channel): mark it failed and take
+	 * it down. The relay has already ended the sandbox's ops. */
+	void (*dead)(void *ctx, const char *id, const char *why);
+};
+
+/* mq and db belong to the node agent (*mqp may change on reconnect). */
+struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp, sbx_db *db,
+			const struct relay_hooks *hooks);
+void relay_free(struct relay *r);
+
+/* Is this AMQP message type one of the relay's? */
+bool relay_handles(const char *type);
+/* Handles one of them (the caller acks it). The body may be raw bytes
+ * (file.data), so the relay parses it itself. */
+void relay_on_message(struct relay *r, const sbx_mq_msg *m);
+
+/* Is this epoll data.ptr one of the relay's channels? */
+bool relay_owns(const struct relay *r, const void *ptr);
+void relay_on_event(struct relay *r, void *ptr, uint32_t events);
+
+/* The sandbox is going away (destroyed, or its sentry died): its ops end
+ * with `error` code (sandbox_dead, not_ready) and its channel closes. */
+void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const char *why);
+
+/* Ops in flight (a draining agent waits for none; they end on their own). */
+int relay_ops(const struct relay *r);
+
+#endif
