@@ -5,7 +5,10 @@
  * header + payload, its type belongs to that direction; decoded EXEC
  * strings lie inside the payload, are NUL-terminated there, and encoding
  * the decoded request gives back exactly the same bytes (the format is
- * canonical); errors always carry a message. */
+ * canonical); errors always carry a message. Protocol 2: FILE, ATTACH,
+ * PSIGNAL, PSTDIN, STAT, list lines and PROCS lines are decoded from the
+ * whole input and from every frame, and what decodes must encode back to
+ * exactly the same bytes. */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -48,6 +51,53 @@ static void check_exec(const uint8_t *p, size_t n)
 	sbx_exec_req_free(&req);
 }
 
+static void check_v2(const uint8_t *p, size_t n)
+{
+	sbx_err err = SBX_ERR_INIT;
+	struct sbx_file_req fr;
+	struct sbx_attach_req ar;
+	struct sbx_list_entry le;
+	struct sbx_proc_info pi;
+	uint8_t out[SBX_FILE_MAX];
+	char line[SBX_PROC_LINE_MAX + SBX_LIST_LINE_MAX];
+	const uint8_t *d;
+	uint32_t pid, sig;
+	size_t dl;
+	long l;
+
+	if (sbx_file_decode(p, n, &fr, &err) == 0) {
+		require(inside(fr.path, p, n) && fr.path[0] == '/');
+		l = sbx_file_encode(&fr, out, &err);
+		require(l == (long)n && memcmp(out, p, n) == 0);
+	} else {
+		require(err.msg[0]);
+	}
+	if (sbx_attach_decode(p, n, &ar, &err) == 0) {
+		require(sbx_attach_encode(&ar, out) == (long)n && memcmp(out, p, n) == 0);
+		require(ar.pid > 0 && (ar.flags & ~SBX_ATTACH_FOLLOW) == 0);
+	}
+	if (sbx_psignal_decode(p, n, &pid, &sig, &err) == 0) {
+		require(sig >= 1 && sig <= 64 && pid > 0);
+		require(sbx_psignal_encode(pid, sig, out) == 8 && memcmp(out, p, 8) == 0);
+	}
+	if (sbx_pstdin_decode(p, n, &pid, &d, &dl, &err) == 0)
+		require(d == p + 4 && dl == n - 4 && pid > 0);
+	if (sbx_list_entry_decode(p, n, &le, &err) == 0) {
+		require(le.name >= (const char *)p && le.name + le.name_len == (const char *)p + n);
+		l = sbx_list_entry_encode(&le, line, sizeof(line));
+		require(l == (long)n && memcmp(line, p, n) == 0);
+	} else {
+		require(err.msg[0]);
+	}
+	if (sbx_proc_info_decode(p, n, &pi, &err) == 0) {
+		require(pi.cmd >= (const char *)p && pi.cmd + pi.cmd_len == (const char *)p + n);
+		l = sbx_proc_info_encode(&pi, line, sizeof(line));
+		require(l == (long)n && memcmp(line, p, n) == 0);
+	} else {
+		require(err.msg[0]);
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	sbx_err err = SBX_ERR_INIT;
@@ -62,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data++;
 	size--;
 	check_exec(data, size);
+	check_v2(data, size);
 
 	for (off = 0; off < size; off += (size_t)r) {
 		r = sbx_frame_parse(data + off, size - off, from_inside, &f, &err);
@@ -82,11 +133,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		case SBX_F_EXIT: {
 			struct sbx_exit_info x;
-			if (sbx_frame_decode_exit(&f, &x, &err) == 0)
+			uint8_t e[9];
+			if (sbx_frame_decode_exit(&f, &x, &err) == 0) {
 				require(x.code >= 0 && x.code <= 255 && x.signal <= 64 &&
 					(x.timed_out == 0 || x.timed_out == 1));
+				require((x.err != 0) == ((x.flags & SBX_EXIT_ERRNO) != 0));
+				sbx_exit_encode(e, x.code, x.signal, x.flags);
+				require(memcmp(e, f.payload, 9) == 0);
+			}
 			break;
 		}
+		case SBX_F_STAT: {
+			struct sbx_file_stat st;
+			uint8_t e[SBX_STAT_LEN];
+			if (sbx_frame_decode_stat(&f, &st, &err) == 0) {
+				require(st.mode <= 07777);
+				sbx_stat_encode(&st, e);
+				require(memcmp(e, f.payload, SBX_STAT_LEN) == 0);
+			}
+			break;
+		}
+		case SBX_F_FILE:
+		case SBX_F_ATTACH:
+		case SBX_F_PSTDIN:
+		case SBX_F_PSIGNAL:
+		case SBX_F_STDOUT:
+			check_v2(f.payload, f.len);
+			break;
 		case SBX_F_STARTED:
 		case SBX_F_HELLO:
 		case SBX_F_CREDIT:
