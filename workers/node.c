@@ -397,10 +397,29 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed start request"));
 		return;
 	}
-	if (sb_find(n, id)) {
-		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s}", "ok", 0, "error", "a sandbox with this id exists on the node"));
-		return;
+	{
+		/* a repeated start (a provisioner restarted and got the request
+		 * again): answer it as the first one would be answered */
+		struct sb *s = sb_find(n, id);
+		struct op *o = s ? op_find(n, id) : NULL;
+		if (s && s->st == SB_READY) {
+			log_info("sandbox %s: repeated start: it is running", id);
+			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 1, "container_id", id));
+			return;
+		}
+		if (s && s->st == SB_STARTING && o && o->kind == OP_START) {
+			log_info("sandbox %s: repeated start: answering it when the start ends", id);
+			o->reply = true;
+			snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
+			snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
+			snprintf(o->req_id, sizeof(o->req_id), "%s", m->request_id);
+			return;
+		}
+		if (s) {
+			send_reply(n, m->reply_to, m->correlation_id,
+				   json_pack("{s:b, s:s}", "ok", 0, "error", "the sandbox is being destroyed on the node"));
+			return;
+		}
 	}
 	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
 		log_warnx("sandbox %s: %s", id, why);
@@ -502,34 +521,39 @@ static void mark_failed(struct node *n, const char *id, const char *why)
 		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
 }
 
+/* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
+static void record_oom(struct node *n, struct sb *s)
+{
+	long oom = sandbox_oom_kills(s->id);
+	sbx_err err = SBX_ERR_INIT;
+	char v[24];
+
+	if (oom <= s->oom_kills)
+		return;
+	snprintf(v, sizeof(v), "%ld", oom);
+	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
+	if (sbx_db_query(&n->db, NULL, &err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1", 2, s->id, v) == 0)
+		s->oom_kills = oom;
+}
+
 static void check_liveness(struct node *n)
 {
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
 		struct sb *s = &n->sbs[i];
 		char why[256] = "";
 
-		long oom;
-
 		if (s->st != SB_READY)
 			continue;
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
-			oom = sandbox_oom_kills(s->id);
-			if (oom > s->oom_kills) {
-				sbx_err err = SBX_ERR_INIT;
-				char v[24];
-				snprintf(v, sizeof(v), "%ld", oom);
-				log_warnx("sandbox %s: out of memory: a process was killed (%ld so far)", s->id, oom);
-				if (sbx_db_query(&n->db, NULL, &err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1",
-						 2, s->id, v) == 0)
-					s->oom_kills = oom;
-			}
+			record_oom(n, s);
 			continue;
 		}
 		if (!why[0])
 			snprintf(why, sizeof(why), "the sandbox stopped");
 		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
 		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
+		record_oom(n, s);
 		mark_failed(n, s->id, why);
 		destroy_local(n, s->id, NULL, why);
 	}
@@ -670,6 +694,7 @@ static void relay_dead(void *ctx, const char *id, const char *why)
 	if (!s || s->st != SB_READY)
 		return;
 	log_warnx("sandbox %s: sentry is dead: %s", id, why);
+	record_oom(n, s);
 	mark_failed(n, id, why);
 	destroy_local(n, id, NULL, why);
 }

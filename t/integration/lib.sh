@@ -483,7 +483,7 @@ sb_create() {
 	sb_track "$SB_ID"
 }
 
-# sb_delete_bg ID HEADER: one DELETE over HTTPS, whatever it answers.
+# sb_delete_quiet ID HEADER: one DELETE over HTTPS, whatever it answers.
 sb_delete_quiet() {
 	curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$2" \
 		"$SBX_URL/sandboxes/$1" 2> /dev/null
@@ -523,3 +523,257 @@ log_since() { tail -c +"$(($1 + 1))" "$(api_log)"; }
 
 # node_consuming_since MARK: a node agent started after MARK consumes its queue.
 node_consuming_since() { log_since "$1" | grep -q 'sbx-worker-node\[[0-9]*\] info: node agent consuming'; }
+
+# ---- runtime-*.t helpers (issue 4; owned by the runtime tests) ----------
+# Exec, streaming, files and background processes through the public API.
+
+RT_BG=()
+
+# rt_setup PREFIX: a fresh organisation and key for this test (REQ_AUTH),
+# with room for the sandboxes it makes.
+rt_setup() {
+	RT_ORG=$(new_org "$1")
+	[ -n "$RT_ORG" ] || bail "cannot create an organisation: $(cat "$T_TMP/admin.err")"
+	RT_KEY=$(new_key "$RT_ORG")
+	[[ $RT_KEY =~ ^sbx_[0-9a-f]{64}$ ]] || bail "cannot issue a key: $(cat "$T_TMP/admin.err")"
+	admin org limits "$RT_ORG" --max-sandboxes 20 > /dev/null 2>&1
+	export REQ_AUTH="Authorization: Bearer $RT_KEY"
+}
+
+# rt_new NAME [EXTRA_JSON_MEMBERS]: creates a sandbox through nginx; RT_ID is
+# its id (tracked for sb_cleanup). Bails when it cannot.
+# A 503 (no capacity, the node agent restarting under another test) is
+# retried twice: creating is not what these tests are about.
+rt_new() {
+	local try
+	for try in 1 2 3; do
+		sb_create nginx "{\"name\":\"$1\",\"specs\":{\"memory\":256,\"disk\":1}${2:+,$2}}"
+		[ "$STATUS" = 201 ] && [ -n "$SB_ID" ] && break
+		diag "create $1 (try $try): $STATUS $(printf '%s' "$BODY" | head -c 300)"
+		[ "$STATUS" = 503 ] || break
+		sleep 2
+	done
+	[ "$STATUS" = 201 ] && [ -n "$SB_ID" ] || bail "cannot create sandbox $1: $STATUS $BODY"
+	RT_ID=$SB_ID
+}
+
+# rt_jhex stdout|stderr: the bytes of the last JSON exec answer's field, in
+# hex, decoded as its *_encoding says (text: UTF-8 of the string).
+rt_jhex() {
+	printf '%s' "$BODY" | python3 -c '
+import base64, json, sys
+d = json.load(sys.stdin)["data"]; f = sys.argv[1]
+b = base64.b64decode(d[f]) if d.get(f + "_encoding") == "base64" else d[f].encode("utf-8")
+print(b.hex())' "$1" 2> /dev/null
+}
+
+rt_auth() { echo "${REQ_AUTH-"Authorization: Bearer $SBX_KEY"}"; }
+
+# rt_json CMD [TIMEOUT] [STREAM]: an exec body.
+rt_json() {
+	jq -nc --arg c "$1" --argjson t "${2:-30}" --argjson s "${3:-false}" '{cmd:$c, timeout_seconds:$t, stream:$s}'
+}
+
+# rt_sh ID CMD [TIMEOUT]: runs CMD in the sandbox through the API (JSON exec,
+# its own curl: the last req's STATUS/BODY stay); prints its stdout.
+rt_sh() {
+	curl -sS --cacert "$SBX_CACERT" --max-time $((${3:-30} + 30)) -H "$(rt_auth)" \
+		-H 'Content-Type: application/json' -d "$(rt_json "$2" "${3:-30}")" \
+		"$SBX_URL/sandboxes/$1/exec" 2> /dev/null | jq -r '.data.stdout // empty' 2> /dev/null
+}
+
+# rt_stream_start OUT PATH BODY [CURL_ARGS...]: a POST through nginx read by
+# curl -N in the background, its body appended to OUT as it arrives
+# (headers in OUT.hdr). RT_PID is curl's pid.
+rt_stream_start() {
+	local out=$1 path=$2 body=$3
+	shift 3
+	: > "$out"
+	curl -sS -N --cacert "$SBX_CACERT" --max-time "${RT_STREAM_MAX:-600}" -H "$(rt_auth)" \
+		-H 'Content-Type: application/json' -D "$out.hdr" "$@" -d "$body" \
+		"$SBX_URL$path" >> "$out" 2> "$out.err" &
+	RT_PID=$!
+	RT_BG+=("$RT_PID")
+}
+
+# rt_get_start OUT PATH [CURL_ARGS...]: the same for a GET.
+rt_get_start() {
+	local out=$1 path=$2
+	shift 2
+	: > "$out"
+	curl -sS -N --cacert "$SBX_CACERT" --max-time "${RT_STREAM_MAX:-600}" -H "$(rt_auth)" \
+		-D "$out.hdr" "$@" "$SBX_URL$path" >> "$out" 2> "$out.err" &
+	RT_PID=$!
+	RT_BG+=("$RT_PID")
+}
+
+# rt_kill_bg: ends the background readers this test started (by pid).
+rt_kill_bg() {
+	local p
+	for p in "${RT_BG[@]}"; do
+		kill -CONT "$p" 2> /dev/null
+		kill "$p" 2> /dev/null
+	done
+	RT_BG=()
+}
+
+# rt_has FILE REGEX: FILE's text matches (grep -E), for wait_until.
+rt_has() { grep -qE -- "$2" "$1" 2> /dev/null; }
+
+# rt_frames FILE sse|ndjson: checks the framing of a streamed answer and
+# prints its frames, one compact JSON object a line. Fails (with the reason
+# on stderr) when a frame is not `data: JSON` + blank line (SSE) or one JSON
+# object a line (NDJSON), or when the body is not UTF-8.
+rt_frames() {
+	python3 - "$1" "$2" << 'PY'
+import json, sys
+raw = open(sys.argv[1], 'rb').read()
+try:
+    text = raw.decode('utf-8')
+except UnicodeDecodeError as e:
+    sys.exit('body is not UTF-8: %s' % e)
+if sys.argv[2] == 'sse':
+    if not text.endswith('\n\n'):
+        sys.exit('SSE body does not end with a blank line')
+    items = text[:-2].split('\n\n')
+    for i in items:
+        if '\n' in i or not i.startswith('data: '):
+            sys.exit('not one data: line per event: %r' % i[:200])
+    items = [i[6:] for i in items]
+else:
+    if not text.endswith('\n'):
+        sys.exit('NDJSON body does not end with a newline')
+    items = text[:-1].split('\n')
+for i in items:
+    try:
+        o = json.loads(i)
+    except ValueError:
+        sys.exit('not JSON: %r' % i[:200])
+    if not isinstance(o, dict) or not isinstance(o.get('type'), str):
+        sys.exit('not a frame: %r' % i[:200])
+    print(json.dumps(o, separators=(',', ':')))
+PY
+}
+
+# rt_frames_ok FRAMES_FILE: exactly one final frame (done or error), last.
+rt_frames_ok() {
+	local n last
+	n=$(jq -s '[.[] | select(.type == "done" or .type == "error")] | length' "$1" 2> /dev/null)
+	last=$(tail -n1 "$1" | jq -r .type 2> /dev/null)
+	[ "$n" = 1 ] && [[ $last == done || $last == error ]]
+}
+
+# rt_collect FRAMES_FILE stdout|stderr: the bytes of that stream's frames
+# (base64 frames decoded), raw on stdout.
+rt_collect() {
+	python3 - "$1" "$2" << 'PY'
+import base64, json, sys
+out = sys.stdout.buffer
+for line in open(sys.argv[1]):
+    f = json.loads(line)
+    if f.get('type') != sys.argv[2]:
+        continue
+    if f.get('encoding') == 'base64':
+        out.write(base64.b64decode(f['data']))
+    else:
+        out.write(f['data'].encode('utf-8'))
+PY
+}
+
+# rt_vmrss PID: resident memory in kB (0 when the process is gone).
+rt_vmrss() { awk '/^VmRSS:/ {print $2; f=1} END {if (!f) print 0}' "/proc/$1/status" 2> /dev/null || echo 0; }
+
+# rt_api_rss: the sum of VmRSS (kB) of the API's children.
+rt_api_rss() {
+	local m p s=0
+	m=$(cat "$(conf_get api_pidfile)" 2> /dev/null) || { echo 0; return; }
+	for p in $(ps -o pid= --ppid "$m"); do s=$((s + $(rt_vmrss "$p"))); done
+	echo "$s"
+}
+
+# rt_api_rss_max: the largest VmRSS (kB) of one API child.
+rt_api_rss_max() {
+	local m p v x=0
+	m=$(cat "$(conf_get api_pidfile)" 2> /dev/null) || { echo 0; return; }
+	for p in $(ps -o pid= --ppid "$m"); do
+		v=$(rt_vmrss "$p")
+		[ "$v" -gt "$x" ] && x=$v
+	done
+	echo "$x"
+}
+
+# rt_fcgi_stream URI BODY [HEADER...]: one POST straight to sbx-api's
+# FastCGI socket, printing the CGI answer (headers, blank line, body) as
+# each FCGI_STDOUT record arrives (t/fcgi/fcgi-req prints only at the end,
+# so it cannot show streaming). Ends at FCGI_END_REQUEST.
+rt_fcgi_stream() {
+	python3 -u - "$SBX_API_SOCKET" "$@" << 'PY'
+import socket, struct, sys
+sock, uri, body = sys.argv[1], sys.argv[2], sys.argv[3].encode()
+hdrs = sys.argv[4:]
+def rec(t, c):
+    out = b''
+    while True:
+        ch = c[:65535]; c = c[65535:]
+        pad = (8 - len(ch) % 8) % 8
+        out += struct.pack('>BBHHBx', 1, t, 1, len(ch), pad) + ch + b'\0' * pad
+        if not c:
+            return out
+def nv(n, v):
+    def l(x):
+        return bytes([len(x)]) if len(x) < 128 else struct.pack('>I', len(x) | 0x80000000)
+    return l(n) + l(v) + n + v
+p = {'REQUEST_METHOD': 'POST', 'REQUEST_URI': uri, 'SCRIPT_NAME': '', 'QUERY_STRING': '',
+     'SERVER_PROTOCOL': 'HTTP/1.1', 'GATEWAY_INTERFACE': 'CGI/1.1', 'HTTPS': 'on',
+     'REMOTE_ADDR': '127.0.0.1', 'REMOTE_PORT': '40000', 'SERVER_NAME': '127.0.0.1',
+     'SERVER_PORT': '443', 'CONTENT_TYPE': 'application/json', 'CONTENT_LENGTH': str(len(body))}
+for h in hdrs:
+    n, v = h.split(':', 1)
+    p['HTTP_' + n.strip().upper().replace('-', '_')] = v.strip()
+params = b''.join(nv(k.encode(), v.encode()) for k, v in p.items())
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sock)
+s.sendall(rec(1, struct.pack('>HB5x', 1, 0)) + rec(4, params) + rec(4, b'') +
+          (rec(5, body) if body else b'') + rec(5, b''))
+buf = b''
+out = sys.stdout.buffer
+while True:
+    d = s.recv(65536)
+    if not d:
+        break
+    buf += d
+    while len(buf) >= 8:
+        v, t, rid, cl, pl = struct.unpack('>BBHHBx', buf[:8])
+        if len(buf) < 8 + cl + pl:
+            break
+        c = buf[8:8 + cl]
+        buf = buf[8 + cl + pl:]
+        if t == 6 and c:
+            out.write(c)
+            out.flush()
+        elif t == 3:
+            sys.exit(0)
+sys.exit(2)
+PY
+}
+
+# rt_note_restarts MARK: a diagnostic line for each worker child that died
+# after MARK (another test killing the node agent loses in-flight ops, which
+# explains a failure here that is not this test's).
+rt_note_restarts() {
+	local l
+	log_since "$1" | grep -E 'sbx-worker\[[0-9]+\] warn: .* died' | while IFS= read -r l; do
+		diag "during this test: $l"
+	done
+}
+
+# sb_new_of_org BEFORE ORG: containers runsc lists now that were not in
+# BEFORE (a `sb_runsc list -quiet` output) and whose record belongs to ORG
+# (other tests may create sandboxes at the same time).
+sb_new_of_org() {
+	local x
+	for x in $(sb_runsc list -quiet 2> /dev/null); do
+		[[ $'\n'$1$'\n' == *$'\n'$x$'\n'* ]] && continue
+		[ "$(psql_q "SELECT org_id FROM sandboxes WHERE id = '$x'")" = "$2" ] && echo "$x"
+	done
+}

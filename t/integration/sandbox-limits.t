@@ -118,12 +118,12 @@ sb_create nginx '{"name":"it-lim-2","specs":{"memory":256}}'
 L2=$SB_ID
 is "$st1 $STATUS" "201 201" "two concurrent sandboxes: 201 201"
 before=$(count_org)
-runsc_before=$(sb_runsc list -quiet | sort | tr '\n' ' ')
+runsc_before=$(sb_runsc list -quiet)
 req nginx POST /sandboxes '{"name":"it-lim-3","specs":{"memory":256}}'
 is "$STATUS" 403 "the third concurrent create: 403"
 error_shape '[Ll]imit.*\b2\b' "the third concurrent create names the limit (2)"
 is "$(count_org)" "$before" "the third create wrote no record"
-is "$(sb_runsc list -quiet | sort | tr '\n' ' ')" "$runsc_before" "the third create made no container"
+is "$(sb_new_of_org "$runsc_before" "$ORG")" "" "the third create made no container (runsc list)"
 req nginx DELETE "/sandboxes/$L1"
 req nginx POST /sandboxes '{"name":"it-lim-3b","specs":{"memory":256}}'
 sb_track "$(j '.data.id // empty')"

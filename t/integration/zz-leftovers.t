@@ -123,3 +123,5 @@ is "$(psql_q "SELECT string_agg(id || ' (' || name || ')', ' ') FROM sandboxes W
 	"" "no record stuck in 'starting' for more than 2 minutes"
 is "$(psql_q "SELECT string_agg(id, ' ') FROM sandboxes WHERE destroy_requested_at IS NOT NULL AND status NOT IN ('destroyed') AND destroy_requested_at < now() - interval '2 minutes'")" \
 	"" "no destroy asked for more than 2 minutes ago and still not done"
+
+finish
