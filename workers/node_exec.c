@@ -588,6 +588,10 @@ static const char *errno_code(int e)
 	case ELOOP:
 	case EXDEV:
 		return "invalid";
+	case EPIPE:
+		return "stdin_closed";
+	case EAGAIN:
+		return "busy";
 	default:
 		return "internal";
 	}

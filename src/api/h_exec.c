@@ -223,7 +223,7 @@ static bool on_output(struct exec_run *x, int which, const char *d, size_t n)
 		good = utf8_prefix((unsigned char *)joined, total, &inc);
 		send = total;
 		x->carry_len[which] = 0;
-		if (inc && good + 4 > total && good > 0) {
+		if (inc && good + 4 > total) {
 			send = good;
 			x->carry_len[which] = total - good;
 			memcpy(x->carry[which], joined + good, total - good);
@@ -377,8 +377,9 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 	json_t *body;
 
 	body = json_pack("{s:O, s:O, s:s, s:I, s:I, s:b, s:b}", "argv", p->argv, "env", p->env, "cwd", p->cwd,
-			 "timeout_ms", (json_int_t)(p->timeout_s * 1000), "credit", (json_int_t)WINDOW, "stdin_open", 0,
-			 "background", p->background);
+			 "timeout_ms", (json_int_t)(p->timeout_s * 1000), "credit", (json_int_t)WINDOW,
+			 /* a background process keeps its stdin for POST .../stdin */
+			 "stdin_open", p->background, "background", p->background);
 	if (p->stdin_b64)
 		json_object_set_new(body, "stdin_b64", json_string(p->stdin_b64));
 	if (rt_start(&op, r, sb, "exec", body, &err) < 0) {

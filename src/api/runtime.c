@@ -166,6 +166,9 @@ void rt_error_event(const sbx_mq_msg *m, sbx_err *err)
 		status = 400;
 	else if (!strcmp(code, "busy"))
 		status = 409;
+	else if (!strcmp(code, "stdin_closed") || !strcmp(code, "broken_pipe") || !strcmp(code, "not_empty") ||
+		 !strcmp(code, "permission_denied"))
+		status = 400;
 	sbx_err_set(err, status, code, "%s", msg);
 }
 
