@@ -15,11 +15,14 @@ if [ -z "${SBX_PORT_SHIFT:-}" ] && [ -s "$S/port-shift" ]; then
 fi
 SBX_PORT_SHIFT=${SBX_PORT_SHIFT:-0}
 [[ $SBX_PORT_SHIFT =~ ^[0-9]+$ ]] || { echo "SBX_PORT_SHIFT must be a number" >&2; exit 1; }
-PG_PORT=$((55432 + SBX_PORT_SHIFT))
-AMQP_PORT=$((55672 + SBX_PORT_SHIFT))
-MQ_DIST_PORT=$((55673 + SBX_PORT_SHIFT))
-EPMD_PORT=$((55369 + SBX_PORT_SHIFT))
-REGISTRY_PORT=$((55000 + SBX_PORT_SHIFT))
+# Below the kernel's ephemeral range (32768-60999): a client reconnecting while
+# a service restarts could otherwise be given the service's port (and even
+# connect to itself), and the service could not listen again.
+PG_PORT=$((25432 + SBX_PORT_SHIFT))
+AMQP_PORT=$((25672 + SBX_PORT_SHIFT))
+MQ_DIST_PORT=$((25673 + SBX_PORT_SHIFT))
+EPMD_PORT=$((25369 + SBX_PORT_SHIFT))
+REGISTRY_PORT=$((25000 + SBX_PORT_SHIFT))
 HTTPS_PORT=$((8443 + SBX_PORT_SHIFT))
 MQ_NODE=sbx@localhost
 

@@ -13,7 +13,7 @@ for p in runsc ip nft losetup mkfs.ext4 cc; do
 	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
 done
 
-: "${SBX_REGISTRY:=127.0.0.1:55000}"
+: "${SBX_REGISTRY:=127.0.0.1:25000}"
 TEMPLATES=$SBX_STACK_DIR/worker/templates
 if [ ! -e "$TEMPLATES/debian-12/current" ]; then
 	"$SBX_REPO/templates/build" --registry "$SBX_REGISTRY" > "$T_TMP/tmpl.log" 2>&1 &&
@@ -179,7 +179,9 @@ is "$(leftovers "$E")" "" "and everything made before is undone"
 left=""
 for delay in 0.01 0.03 0.06 0.1 0.15 0.2 0.3 0.45; do
 	K=$(newid)
-	ctl start "$K" --memory 256 --disk 1 > /dev/null 2>&1 &
+	# the driver itself, not a subshell around it: the kill must reach it
+	"$CTL" --state "$STATE" --uplink "$UP" --bridge "$BR" --subnet 10.214.0.0/16 ${INIT:+--init "$INIT"} \
+		start "$K" --memory 256 --disk 1 > /dev/null 2>&1 &
 	pid=$!
 	sleep $delay
 	kill -9 $pid 2> /dev/null

@@ -43,7 +43,7 @@ done < <(ss -Hlntup 2> /dev/null)
 ok '[ $nlisten -ge 5 ]' "the stack's processes listen on $nlisten sockets"
 is "$bad" "" "every one of them is on loopback"
 
-for port in 55432 55672 55000 8443; do
+for port in $SBX_PG_PORT $SBX_AMQP_PORT ${SBX_REGISTRY##*:} $SBX_HTTPS_PORT; do
 	ok "ss -Hltn 'sport = :$port' | grep -q ." "something listens on port $port"
 	is "$(ss -Hltn "sport = :$port" | awk '{print $4}' | grep -Ev '^(127\.[0-9.]+|\[::1\]):' | head -n1)" "" \
 		"port $port is bound to loopback only"

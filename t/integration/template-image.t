@@ -3,7 +3,7 @@
 # as a node would, and run it under runsc with --network=none.
 #
 #   bash t/integration/template-image.t  # the stack's registry (scripts/stack-env)
-#   SBX_REGISTRY= bash t/integration/template-image.t   # own registry on 127.0.0.1:55101
+#   SBX_REGISTRY= bash t/integration/template-image.t   # own registry on 127.0.0.1:25101
 #
 # With its own registry a first run builds the image (about 1 minute with a
 # warm /var/cache/sbx-templates, 3-4 minutes cold). Everything it starts it
@@ -41,7 +41,7 @@ trap cleanup EXIT
 
 registry=${SBX_REGISTRY:-}
 if [ -z "$registry" ]; then
-	registry=127.0.0.1:55101
+	registry=127.0.0.1:25101
 	mkdir -p "$tmp/registry"
 	cat >"$tmp/registry/config.yml" <<EOF
 version: 0.1
