@@ -1586,7 +1586,8 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	 * and a reaper would tear down their network. The directory is made
 	 * before the network and removed only after it, so every network
 	 * leftover of ours has its directory here. */
-	qsort(s.v, s.n, sizeof(char *), cmp_str);
+	if (s.n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(s.v, s.n, sizeof(char *), cmp_str);
 	*ids = s.v;
 	*n = s.n;
 	return 0;
