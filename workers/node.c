@@ -59,7 +59,8 @@ struct op {
 	char reply_to[256], corr[72], req_id[72];
 	char buf[1024];
 	size_t len;
-	const char *reason;      /* destroy of a dead/orphan sandbox: why (logs) */
+	char reason[256];        /* destroy of a dead/orphan sandbox: why (logs); a copy, the
+	                          * caller's string is often on its stack */
 	bool reaped;             /* its status came through the general reap */
 	int status;
 };
@@ -188,7 +189,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	o->kind = kind;
 	o->pid = pid;
 	o->fd = p[0];
-	o->reason = reason;
+	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
 	snprintf(o->id, sizeof(o->id), "%s", id);
 	if (m && m->reply_to[0]) {
 		o->reply = true;
@@ -244,7 +245,7 @@ static void op_done(struct node *n, struct op *o)
 		}
 	} else {
 		if (ok) {
-			log_info("sandbox %s: destroyed%s%s", o->id, o->reason ? ": " : "", o->reason ? o->reason : "");
+			log_info("sandbox %s: destroyed%s%s", o->id, o->reason[0] ? ": " : "", o->reason);
 			if (s)
 				s->st = SB_FREE;
 		} else {
