@@ -95,6 +95,16 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, bool *incomplete)
 	return i;
 }
 
+char *rt_base64(const void *d, size_t n)
+{
+	size_t el = sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL);
+	char *e = malloc(el);
+
+	if (e)
+		sodium_bin2base64(e, el, d, n, sodium_base64_VARIANT_ORIGINAL);
+	return e;
+}
+
 static json_t *bytes_json(const char *d, size_t n, bool *b64)
 {
 	bool inc;
@@ -104,12 +114,10 @@ static json_t *bytes_json(const char *d, size_t n, bool *b64)
 		return json_stringn(d, n);
 	}
 	{
-		size_t el = sodium_base64_encoded_len(n, sodium_base64_VARIANT_ORIGINAL);
-		char *e = malloc(el);
+		char *e = rt_base64(d, n);
 		json_t *j;
 		if (!e)
 			return NULL;
-		sodium_bin2base64(e, el, (const unsigned char *)d, n, sodium_base64_VARIANT_ORIGINAL);
 		j = json_string(e);
 		free(e);
 		*b64 = true;
@@ -446,14 +454,33 @@ static int common_params(struct api_req *r, json_t *body, struct exec_params *p,
 	return 0;
 }
 
-void h_exec(struct api_req *r)
+/* Runs `script` with /bin/sh -c in the caller's sandbox once it is ready,
+ * with the merged environment; answers the request either way. */
+static void run_shell(struct api_req *r, struct exec_params *p, const char *script, json_t *call_env)
 {
-	cleanup_json json_t *body = NULL, *argv = NULL, *env = NULL;
-	cleanup_free char *stdin_b64 = NULL;
-	struct exec_params p = { 0 };
+	cleanup_json json_t *argv = NULL, *env = NULL;
 	struct rt_sandbox sb;
+	sbx_err err = SBX_ERR_INIT;
 
 	memset(&sb, 0, sizeof(sb));
+	if (rt_sandbox_ready(r, &sb, &err) < 0) {
+		rt_sandbox_free(&sb);
+		api_send_error(r, &err);
+		return;
+	}
+	argv = json_pack("[s, s, s]", "/bin/sh", "-c", script);
+	env = merged_env(&sb, call_env);
+	p->argv = argv;
+	p->env = env;
+	run_exec(r, &sb, p);
+	rt_sandbox_free(&sb);
+}
+
+void h_exec(struct api_req *r)
+{
+	cleanup_json json_t *body = NULL;
+	cleanup_free char *stdin_b64 = NULL;
+	struct exec_params p = { 0 };
 	sbx_err err = SBX_ERR_INIT;
 	const char *cmd, *sin, *senc;
 
@@ -490,41 +517,26 @@ void h_exec(struct api_req *r)
 			}
 			stdin_b64 = strdup(sin);
 		} else {
-			size_t el = sodium_base64_encoded_len(sl, sodium_base64_VARIANT_ORIGINAL);
 			if (sl > 1048576) {
 				sbx_err_set(&err, 413, "body_too_large", "stdin is limited to 1 MiB");
 				goto fail;
 			}
-			stdin_b64 = malloc(el);
-			if (stdin_b64)
-				sodium_bin2base64(stdin_b64, el, (const unsigned char *)sin, sl,
-						  sodium_base64_VARIANT_ORIGINAL);
+			stdin_b64 = rt_base64(sin, sl);
 		}
 	}
 	p.background = sbx_json_bool(body, "background", false);
-	if (rt_sandbox_ready(r, &sb, &err) < 0)
-		goto fail;
-	argv = json_pack("[s, s, s]", "/bin/sh", "-c", cmd);
-	env = merged_env(&sb, json_object_get(body, "env"));
-	p.argv = argv;
-	p.env = env;
 	p.stdin_b64 = stdin_b64;
-	run_exec(r, &sb, &p);
-	rt_sandbox_free(&sb);
+	run_shell(r, &p, cmd, json_object_get(body, "env"));
 	return;
 fail:
-	rt_sandbox_free(&sb);
 	api_send_error(r, &err);
 }
 
 void h_code(struct api_req *r)
 {
-	cleanup_json json_t *body = NULL, *argv = NULL, *env = NULL;
+	cleanup_json json_t *body = NULL;
 	cleanup_free char *code_b64 = NULL;
 	struct exec_params p = { 0 };
-	struct rt_sandbox sb;
-
-	memset(&sb, 0, sizeof(sb));
 	sbx_err err = SBX_ERR_INIT;
 	const char *lang, *code, *interp;
 	char script[256];
@@ -542,30 +554,18 @@ void h_code(struct api_req *r)
 		sbx_err_set(&err, 400, "invalid_field", "language must be python or node");
 		goto fail;
 	}
-	{
-		size_t cl = strlen(code), el = sodium_base64_encoded_len(cl, sodium_base64_VARIANT_ORIGINAL);
-		code_b64 = malloc(el);
-		if (!code_b64) {
-			sbx_err_set(&err, 500, "nomem", "out of memory");
-			goto fail;
-		}
-		sodium_bin2base64(code_b64, el, (const unsigned char *)code, cl, sodium_base64_VARIANT_ORIGINAL);
-	}
-	if (rt_sandbox_ready(r, &sb, &err) < 0)
+	code_b64 = rt_base64(code, strlen(code));
+	if (!code_b64) {
+		sbx_err_set(&err, 500, "nomem", "out of memory");
 		goto fail;
+	}
 	/* the code arrives on stdin and is written to a temporary file first */
 	snprintf(script, sizeof(script),
 		 "f=$(mktemp /tmp/sbx-code-XXXXXX) || exit 125; trap 'rm -f \"$f\"' EXIT; cat > \"$f\" && %s \"$f\"",
 		 interp);
-	argv = json_pack("[s, s, s]", "/bin/sh", "-c", script);
-	env = merged_env(&sb, json_object_get(body, "env"));
-	p.argv = argv;
-	p.env = env;
 	p.stdin_b64 = code_b64;
-	run_exec(r, &sb, &p);
-	rt_sandbox_free(&sb);
+	run_shell(r, &p, script, json_object_get(body, "env"));
 	return;
 fail:
-	rt_sandbox_free(&sb);
 	api_send_error(r, &err);
 }

@@ -135,12 +135,7 @@ void h_process_stdin(struct api_req *r)
 		rt_sandbox_free(&sb);
 		return;
 	}
-	{
-		size_t el = sodium_base64_encoded_len(len, sodium_base64_VARIANT_ORIGINAL);
-		b64 = malloc(el);
-		if (b64)
-			sodium_bin2base64(b64, el, (const unsigned char *)data, len, sodium_base64_VARIANT_ORIGINAL);
-	}
+	b64 = rt_base64(data, len);
 	b = json_pack("{s:I, s:s, s:b}", "pid", (json_int_t)r->m.pid, "data_b64", b64 ? b64 : "", "close", close_it);
 	rc = rt_call(r, &sb, "proc.stdin", b, PROC_OP_MS, &reply, &err);
 	json_decref(b);

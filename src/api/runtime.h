@@ -45,6 +45,9 @@ int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *
 /* Maps an `error` event's body to an sbx_err (status from its code). */
 void rt_error_event(const sbx_mq_msg *m, sbx_err *err);
 
+/* Standard base64 of n bytes, malloc'd (NULL when out of memory). */
+char *rt_base64(const void *d, size_t n);
+
 /* h_exec.c: relays an exec-like op's output (exec, attach) to the client as
  * JSON (stream false), SSE or NDJSON (Accept) until its last event. */
 void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool background, long long deadline);
