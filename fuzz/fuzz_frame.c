@@ -160,8 +160,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case SBX_F_STDOUT:
 			check_v2(f.payload, f.len);
 			break;
+		case SBX_F_HELLO: {
+			uint8_t nonce[SBX_CHAN_NONCE_LEN];
+			uint32_t v;
+			require(sbx_hello_decode(&f, &v, nonce, &err) == 0);
+			break;
+		}
+		case SBX_F_AUTH: {
+			uint8_t nonce[SBX_CHAN_NONCE_LEN], mac[SBX_CHAN_MAC_LEN];
+			require(sbx_auth_decode(&f, nonce, mac, &err) == 0);
+			break;
+		}
 		case SBX_F_STARTED:
-		case SBX_F_HELLO:
 		case SBX_F_CREDIT:
 		case SBX_F_SIGNAL:
 		case SBX_F_STDIN_ACK: {

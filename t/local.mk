@@ -8,7 +8,8 @@ SBX_UNIT_TESTS = \
 	t/unit/settings_test \
 	t/unit/router_test \
 	t/unit/err_test \
-	t/unit/frame_test
+	t/unit/frame_test \
+	t/unit/chanauth_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)
@@ -48,6 +49,8 @@ CLEANFILES += t/unit/*.valgrind
 # the integration tests (t/integration/sbxinit-*.t) drive sbx-init with.
 t_unit_frame_test_SOURCES = t/unit/frame_test.c t/tap.h
 t_unit_frame_test_LDADD = $(SBX_LIBS)
+t_unit_chanauth_test_SOURCES = t/unit/chanauth_test.c t/tap.h
+t_unit_chanauth_test_LDADD = $(SBX_LIBS)
 check_PROGRAMS += t/init/initctl
 t_init_initctl_SOURCES = t/init/initctl.c
 t_init_initctl_LDADD = $(SBX_LIBS)

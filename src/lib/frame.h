@@ -31,6 +31,7 @@ enum sbx_frame_type {
 	SBX_F_PROCS = 0x08,  /* (v2) empty payload; lists background processes */
 	SBX_F_PSTDIN = 0x09, /* (v2) payload: u32 pid + bytes (none: close); background stdin */
 	SBX_F_PSIGNAL = 0x0a, /* (v2) payload: u32 pid, u32 signal; background process group */
+	SBX_F_AUTH = 0x0b,   /* (v3) payload: AUTH below; the host's answer to HELLO */
 	/* sbx-init -> host */
 	SBX_F_PONG = 0x81,    /* payload: the cookie */
 	SBX_F_STARTED = 0x82, /* payload: u32 pid inside the sandbox */
@@ -38,10 +39,27 @@ enum sbx_frame_type {
 	SBX_F_STDERR = 0x84,  /* payload: bytes (1..max) */
 	SBX_F_EXIT = 0x85,    /* payload: i32 exit code, u32 signal, u8 flags (SBX_EXIT_*) */
 	SBX_F_ERROR = 0x86,   /* payload: UTF-8 message (<= 1024 bytes), the exec failed to start */
-	SBX_F_HELLO = 0x87,   /* payload: u32 protocol version, sent first on connect */
+	SBX_F_HELLO = 0x87,   /* payload: HELLO below, sent first on connect */
 	SBX_F_STDIN_ACK = 0x88, /* payload: u32 stdin bytes written to the process */
 	SBX_F_STAT = 0x89,    /* (v2) payload: u64 size, u32 mode, i64 mtime; before a read's data */
+	SBX_F_AUTH_OK = 0x8a, /* (v3) payload: 32-byte MAC; sbx-init proved which sandbox it is */
 };
+
+/* The handshake (v3). Each sandbox has its own random channel key, known
+ * only to the node agent (in the sandbox's host directory) and to that
+ * sandbox's sbx-init; each end proves it holds the key for that sandbox id
+ * before anything else is said, so a connection that reached the wrong
+ * sandbox (or something else listening) fails instead of running commands:
+ *   sbx-init -> HELLO   u32 version, nonce_i[16]
+ *   host     -> AUTH    nonce_n[16], mac("node", nonce_i)
+ *   sbx-init -> AUTH_OK mac("init", nonce_n)
+ * mac(role, nonce) = BLAKE2b-256 keyed with the channel key over
+ * "sbx-chan3 " role, nonce, sandbox id (chanauth.h). sbx-init answers any
+ * other frame before a valid AUTH by closing the connection. */
+#define SBX_CHAN_NONCE_LEN 16
+#define SBX_CHAN_MAC_LEN 32
+#define SBX_HELLO_LEN (4 + SBX_CHAN_NONCE_LEN)
+#define SBX_AUTH_LEN (SBX_CHAN_NONCE_LEN + SBX_CHAN_MAC_LEN)
 
 /* EXIT flags. code/signal are the process's unless ERRNO is set. */
 #define SBX_EXIT_TIMED_OUT 0x1u /* killed by the EXEC timeout (code 124, signal 9) */
@@ -56,7 +74,7 @@ enum sbx_frame_type {
  * more, so a process that does not read its stdin costs bounded memory. */
 #define SBX_STDIN_WINDOW (1024 * 1024)
 
-#define SBX_FRAME_VERSION 2
+#define SBX_FRAME_VERSION 3
 
 /* EXEC payload:
  *   u32 flags (bit0: stdin is kept open for STDIN frames; bit1: background)
@@ -168,6 +186,20 @@ struct sbx_proc_info {
 	size_t cmd_len;
 };
 
+/* Big-endian integers as the frames carry them. */
+static inline void sbx_put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)(v >> 24);
+	p[1] = (uint8_t)(v >> 16);
+	p[2] = (uint8_t)(v >> 8);
+	p[3] = (uint8_t)v;
+}
+
+static inline uint32_t sbx_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
 /* Encodes a frame header into out[SBX_FRAME_HDR]. */
 void sbx_frame_header(uint8_t out[SBX_FRAME_HDR], uint8_t type, uint32_t stream, uint32_t payload_len);
 
@@ -210,6 +242,14 @@ int sbx_list_entry_decode(const uint8_t *p, size_t n, struct sbx_list_entry *e, 
 const char *sbx_ftype_name(enum sbx_ftype t);
 long sbx_proc_info_encode(const struct sbx_proc_info *pi, char *out, size_t cap);
 int sbx_proc_info_decode(const uint8_t *p, size_t n, struct sbx_proc_info *pi, sbx_err *err);
+/* v3 handshake payloads. */
+long sbx_hello_encode(const uint8_t nonce[SBX_CHAN_NONCE_LEN], uint8_t out[SBX_HELLO_LEN]);
+int sbx_hello_decode(const struct sbx_frame *f, uint32_t *version, uint8_t nonce[SBX_CHAN_NONCE_LEN],
+		     sbx_err *err);
+long sbx_auth_encode(const uint8_t nonce[SBX_CHAN_NONCE_LEN], const uint8_t mac[SBX_CHAN_MAC_LEN],
+		     uint8_t out[SBX_AUTH_LEN]);
+int sbx_auth_decode(const struct sbx_frame *f, uint8_t nonce[SBX_CHAN_NONCE_LEN],
+		    uint8_t mac[SBX_CHAN_MAC_LEN], sbx_err *err);
 /* Strict UTF-8 (no overlongs, surrogates, NUL). */
 int sbx_utf8_valid(const uint8_t *s, size_t n);
 

@@ -44,7 +44,7 @@ int main(void)
 	uint32_t v;
 	long r;
 
-	plan(96);
+	plan(105);
 
 	/* header and incremental parsing */
 	n = mk(b, SBX_F_STDOUT, 7, "a\0b\xff", 4);
@@ -93,11 +93,36 @@ int main(void)
 	/* streams */
 	n = mk(b, SBX_F_STDOUT, 0, "x", 1);
 	ok(parse(b, n, 1, &f, &err) < 0, "STDOUT on stream 0 is refused");
-	n = mk(b, SBX_F_HELLO, 3, "\0\0\0\1", 4);
-	ok(parse(b, n, 1, &f, &err) < 0, "HELLO on a process stream is refused");
-	n = mk(b, SBX_F_HELLO, 0, "\0\0\0\1", 4);
-	ok(parse(b, n, 1, &f, &err) == (long)n && sbx_frame_decode_u32(&f, &v, &err) == 0 && v == 1,
-	   "HELLO decodes its version");
+	{
+		uint8_t nonce[SBX_CHAN_NONCE_LEN], got_nonce[SBX_CHAN_NONCE_LEN], mac[SBX_CHAN_MAC_LEN],
+			got_mac[SBX_CHAN_MAC_LEN], pl[SBX_AUTH_LEN];
+		for (int i = 0; i < SBX_CHAN_NONCE_LEN; i++)
+			nonce[i] = (uint8_t)(i * 7 + 1);
+		for (int i = 0; i < SBX_CHAN_MAC_LEN; i++)
+			mac[i] = (uint8_t)(255 - i);
+		is_int(sbx_hello_encode(nonce, pl), SBX_HELLO_LEN, "HELLO is %d bytes", SBX_HELLO_LEN);
+		n = mk(b, SBX_F_HELLO, 3, pl, SBX_HELLO_LEN);
+		ok(parse(b, n, 1, &f, &err) < 0, "HELLO on a process stream is refused");
+		n = mk(b, SBX_F_HELLO, 0, "\0\0\0\3", 4);
+		ok(parse(b, n, 1, &f, &err) < 0, "a v2 HELLO (version only) is refused");
+		n = mk(b, SBX_F_HELLO, 0, pl, SBX_HELLO_LEN);
+		ok(parse(b, n, 1, &f, &err) == (long)n && sbx_hello_decode(&f, &v, got_nonce, &err) == 0 &&
+			   v == SBX_FRAME_VERSION && !memcmp(got_nonce, nonce, sizeof(nonce)),
+		   "HELLO decodes its version and nonce");
+		ok(parse(b, n, 0, &f, &err) < 0, "HELLO from the host is refused");
+		is_int(sbx_auth_encode(nonce, mac, pl), SBX_AUTH_LEN, "AUTH is %d bytes", SBX_AUTH_LEN);
+		n = mk(b, SBX_F_AUTH, 0, pl, SBX_AUTH_LEN);
+		ok(parse(b, n, 0, &f, &err) == (long)n && sbx_auth_decode(&f, got_nonce, got_mac, &err) == 0 &&
+			   !memcmp(got_nonce, nonce, sizeof(nonce)) && !memcmp(got_mac, mac, sizeof(mac)),
+		   "AUTH decodes its nonce and MAC");
+		ok(parse(b, n, 1, &f, &err) < 0, "AUTH from inside is refused");
+		n = mk(b, SBX_F_AUTH, 0, pl, SBX_AUTH_LEN - 1);
+		ok(parse(b, n, 0, &f, &err) < 0, "a short AUTH is refused");
+		n = mk(b, SBX_F_AUTH_OK, 0, mac, SBX_CHAN_MAC_LEN);
+		ok(parse(b, n, 1, &f, &err) == (long)n, "AUTH_OK from inside is accepted");
+		n = mk(b, SBX_F_AUTH_OK, 1, mac, SBX_CHAN_MAC_LEN);
+		ok(parse(b, n, 1, &f, &err) < 0, "AUTH_OK on a process stream is refused");
+	}
 
 	/* ERROR text */
 	n = mk(b, SBX_F_ERROR, 1, "command not found: x", 20);

@@ -1,0 +1,39 @@
+/* Proving which sandbox is at each end of an sbx-init channel (the v3
+ * handshake in frame.h). The key is per sandbox, random, 32 bytes: the node
+ * agent keeps it in the sandbox's host directory (never inside the sandbox's
+ * filesystem) and hands it to sbx-init in its environment at start. Linked
+ * into the static sbx-init too: libsodium and libc only. */
+#ifndef SBX_CHANAUTH_H
+#define SBX_CHANAUTH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "err.h"
+#include "frame.h"
+
+#define SBX_CHAN_KEY_LEN 32
+#define SBX_CHAN_KEY_HEX (2 * SBX_CHAN_KEY_LEN)
+/* The environment variables sbx-init reads (and removes) at start. */
+#define SBX_CHAN_KEY_ENV "SBX_CHANNEL_KEY"
+#define SBX_CHAN_ID_ENV "SBX_SANDBOX_ID"
+
+/* mac = BLAKE2b-256(key; "sbx-chan3 " role nonce id); role "node" or "init". */
+void sbx_chan_mac(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
+		  const uint8_t nonce[SBX_CHAN_NONCE_LEN], const char *id, uint8_t out[SBX_CHAN_MAC_LEN]);
+/* Constant-time check of a MAC received from the other end. 1 good, 0 not. */
+int sbx_chan_mac_ok(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
+		    const uint8_t nonce[SBX_CHAN_NONCE_LEN], const char *id,
+		    const uint8_t mac[SBX_CHAN_MAC_LEN]);
+/* Random bytes from the kernel (nonces, keys). */
+int sbx_chan_random(uint8_t *out, size_t n, sbx_err *err);
+/* Key <-> lowercase hex (exactly SBX_CHAN_KEY_HEX characters). */
+int sbx_chan_key_parse(const char *hex, uint8_t key[SBX_CHAN_KEY_LEN], sbx_err *err);
+void sbx_chan_key_hex(const uint8_t key[SBX_CHAN_KEY_LEN], char out[SBX_CHAN_KEY_HEX + 1]);
+
+/* The host's side of the handshake on a connected, blocking socket: reads
+ * HELLO (version checked), sends AUTH, reads AUTH_OK and checks its MAC,
+ * all within timeout_ms. Afterwards the channel carries requests. */
+int sbx_chan_client_handshake(int fd, const uint8_t key[SBX_CHAN_KEY_LEN], const char *id, int timeout_ms,
+			      sbx_err *err);
+
+#endif
