@@ -27,7 +27,7 @@
 #include "id.h"
 #include "json.h"
 #include "log.h"
-#include "node_exec.h"
+#include "relay.h"
 
 #define MAX_CHANS 4096
 #define MAX_OPS 16384
