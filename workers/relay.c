@@ -165,12 +165,12 @@ static void publish_json_to(struct relay *r, const char *reply_to, const char *c
 	publish_to(r, reply_to, corr, req_id, type, s, strlen(s));
 }
 
-static void pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
+static void op_pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
 {
 	publish_to(r, o->reply_to, o->op_id, o->req_id, type, b, n);
 }
 
-static void pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
+static void op_pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
 {
 	publish_json_to(r, o->reply_to, o->op_id, o->req_id, type, body);
 }
@@ -346,7 +346,7 @@ static int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t str
 	return c->doomed ? -1 : 0;
 }
 
-static int send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v)
+static int chan_send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v)
 {
 	uint8_t b[4];
 
@@ -422,7 +422,7 @@ static void op_free(struct relay *r, struct rop *o)
 					    : o->kind == RK_ATTACH || o->kind == RK_READ || o->kind == RK_WRITE;
 
 	if (o->live && stream_op && o->ch->fd >= 0 && !o->ch->doomed)
-		send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
+		chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
 	if (o->prev)
 		o->prev->next = o->next;
 	else
@@ -449,7 +449,7 @@ static void op_error(struct relay *r, struct rop *o, const char *code, const cha
 	va_end(ap);
 	if (o->kind == RK_EXEC && o->started)
 		record_exec(r, o, NULL, code);
-	pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
+	op_pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
 	op_free(r, o);
 }
 
@@ -668,7 +668,7 @@ static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame
 	case RK_EXEC:
 		if (x.flags & SBX_EXIT_DETACHED) {
 			/* a background process runs on: its start is the answer */
-			pub_json(r, o, "done", json_pack("{s:I}", "pid", (json_int_t)o->pid));
+			op_pub_json(r, o, "done", json_pack("{s:I}", "pid", (json_int_t)o->pid));
 			record_exec(r, o, NULL, NULL);
 			break;
 		}
@@ -684,24 +684,24 @@ static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame
 			json_object_set_new(j, "truncated", json_boolean((x.flags & SBX_EXIT_TRUNCATED) != 0));
 			json_object_set_new(j, "offset", json_integer((json_int_t)(o->got + (int64_t)o->out_total)));
 		}
-		pub_json(r, o, "exit", j);
+		op_pub_json(r, o, "exit", j);
 		record_exec(r, o, &x, NULL);
 		break;
 	}
 	case RK_READ:
-		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->read_total));
+		op_pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->read_total));
 		break;
 	case RK_LIST:
 	case RK_PROCS:
 		done = json_pack("{s:O, s:b}", o->kind == RK_LIST ? "entries" : "processes", o->acc, "truncated",
 				 o->truncated);
-		pub_json(r, o, "done", done);
+		op_pub_json(r, o, "done", done);
 		break;
 	case RK_WRITE:
-		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->got));
+		op_pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->got));
 		break;
 	default:
-		pub_json(r, o, "done", json_object());
+		op_pub_json(r, o, "done", json_object());
 		break;
 	}
 	op_free(r, o);
@@ -726,7 +726,7 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		}
 		o->started = true;
 		o->pid = v;
-		pub_json(r, o, "started", json_pack("{s:I}", "pid", (json_int_t)v));
+		op_pub_json(r, o, "started", json_pack("{s:I}", "pid", (json_int_t)v));
 		break;
 	case SBX_F_STAT: {
 		struct sbx_file_stat st;
@@ -735,8 +735,8 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 			return;
 		}
 		o->stat_seen = true;
-		pub_json(r, o, "file.stat", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
-						     (json_int_t)st.mode, "mtime", (json_int_t)st.mtime));
+		op_pub_json(r, o, "file.stat", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
+							(json_int_t)st.mode, "mtime", (json_int_t)st.mtime));
 		break;
 	}
 	case SBX_F_STDOUT:
@@ -760,13 +760,13 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		}
 		if (o->kind == RK_READ) {
 			o->read_total += f->len;
-			pub(r, o, "file.data", f->payload, f->len);
+			op_pub(r, o, "file.data", f->payload, f->len);
 		} else {
 			if (f->type == SBX_F_STDOUT)
 				o->out_b += f->len;
 			else
 				o->err_b += f->len;
-			pub(r, o, f->type == SBX_F_STDOUT ? "stdout" : "stderr", f->payload, f->len);
+			op_pub(r, o, f->type == SBX_F_STDOUT ? "stdout" : "stderr", f->payload, f->len);
 		}
 		break;
 	case SBX_F_STDIN_ACK:
@@ -777,9 +777,9 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		o->unacked -= v;
 		/* the API keeps at most a window unacknowledged (no stdin piles up here) */
 		if (o->kind == RK_WRITE && v)
-			pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+			op_pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
 		else if (o->kind == RK_EXEC && o->stdin_open && v)
-			pub_json(r, o, "stdin.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+			op_pub_json(r, o, "stdin.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
 		op_pump(r, o);
 		break;
 	case SBX_F_EXIT:
@@ -1266,7 +1266,7 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		if (o->kind != RK_EXEC && o->kind != RK_ATTACH && o->kind != RK_READ)
 			return;
 		o->credit_in += (uint64_t)bytes;
-		send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
+		chan_send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
 	} else if (!strcmp(m->type, "stdin")) {
 		const char *data = NULL;
 		int close_ = 0;
@@ -1297,10 +1297,10 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 			return;
 		}
 		if (o->kind == RK_EXEC && o->live && !o->background) {
-			send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
+			chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
 		} else if (o->kind == RK_ATTACH || o->kind == RK_READ) {
 			/* the reader went away: stop relaying (the process runs on) */
-			pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
+			op_pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
 			op_free(r, o);
 		}
 	} else if (!strcmp(m->type, "file.end")) {
@@ -1338,7 +1338,7 @@ bool relay_handles(const char *type)
 	return false;
 }
 
-static void settle_all(struct relay *r)
+static void chan_settle_all(struct relay *r)
 {
 	for (int i = 0; i < MAX_CHANS; i++)
 		if (r->chans[i].id[0] && r->chans[i].doomed)
@@ -1360,7 +1360,7 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
 		if (!strcmp(m->type, followups[i])) {
 			on_followup(r, m);
-			settle_all(r);
+			chan_settle_all(r);
 			return;
 		}
 	if (!m->reply_to[0]) {
@@ -1386,7 +1386,7 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 			on_proc(r, m, b, sid, op_id, starts[i].kind);
 		break;
 	}
-	settle_all(r);
+	chan_settle_all(r);
 }
 
 bool relay_owns(const struct relay *r, const void *ptr)
@@ -1407,7 +1407,7 @@ void relay_on_event(struct relay *r, void *ptr, uint32_t events)
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		chan_read(r, c);
 	chan_settle(r, c);
-	settle_all(r);
+	chan_settle_all(r);
 }
 
 void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const char *why)
