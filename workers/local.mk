@@ -5,7 +5,7 @@ workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c wor
 	workers/node.c workers/reaper.c
 workers_sbx_worker_SOURCES += workers/net.c workers/net.h
 workers_sbx_worker_SOURCES += workers/sandbox.c workers/sandbox.h
-workers_sbx_worker_SOURCES += workers/node_exec.c workers/node_exec.h
+workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_LIBS)
 
 # Test helper: one ping through RabbitMQ (t/integration/worker-master.t).

@@ -30,7 +30,7 @@
 #include "log.h"
 #include "mq.h"
 #include "net.h"
-#include "node_exec.h"
+#include "relay.h"
 #include "roles.h"
 #include "sandbox.h"
 
@@ -79,7 +79,7 @@ struct node {
 	char init_path[512];
 	long long next_liveness, next_orphans;
 	int sigfd;
-	struct relay *relay; /* runtime relay: execs, files, procs (node_exec.c) */
+	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 };
 
 static long long mono_ms(void)
@@ -673,7 +673,7 @@ static void node_register(struct node *n)
 		log_warnx("registering node: %s", err.msg);
 }
 
-/* ---- relay hooks (node_exec.c) ---- */
+/* ---- relay hooks (relay.c) ---- */
 
 static int relay_state(void *ctx, const char *id, char *why, size_t whysz)
 {

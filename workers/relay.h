@@ -3,8 +3,8 @@
  * and each sandbox's sbx-init (frames, hop 2). It lives inside the node
  * agent's one epoll loop: every socket is non-blocking, every buffer is
  * bounded, and one slow stream never holds up another (doc/node-relay.md). */
-#ifndef SBX_WORKER_NODE_EXEC_H
-#define SBX_WORKER_NODE_EXEC_H
+#ifndef SBX_WORKER_RELAY_H
+#define SBX_WORKER_RELAY_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,16 +1,14 @@
-/* The node agent's runtime relay (doc/node-relay.md): the API's ops arrive
- * as AMQP messages (doc/internal-protocol.md, hop 1), become frames on one
- * channel per sandbox to its sbx-init (hop 2), and what comes back is
- * published to the op's reply queue at once, one message per frame.
+/* The node agent's runtime relay (doc/node-relay.md), its AMQP side: the
+ * API's ops arrive as AMQP messages (doc/internal-protocol.md, hop 1),
+ * become frames on one channel per sandbox to its sbx-init (hop 2, chan.c),
+ * and what comes back is published to the op's reply queue at once, one
+ * message per frame.
  *
  * Memory per op and per channel is bounded; flow control is end to end:
  * output needs credit that only the API grants (as it writes to its
  * client), stdin and file data need STDIN_ACKs that only sbx-init gives (as
- * the process or the file takes them). Frames from inside are hostile: a
- * malformed one, or output past the credit we granted, closes the channel. */
+ * the process or the file takes them). */
 #include "config.h"
-#include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <sodium.h>
@@ -20,122 +18,26 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <time.h>
-#include <unistd.h>
 #include <jansson.h>
 #include "cleanup.h"
 #include "frame.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
-#include "node_exec.h"
+#include "relay_int.h"
 
-#define MAX_CHANS 4096
 #define MAX_OPS 16384
-#define IN_CAP (SBX_FRAME_HDR + SBX_FRAME_MAX_PAYLOAD)
-/* Past OUT_SOFT unsent bytes on a channel, no more stdin/file data is framed
- * (control frames still are); past OUT_HARD sbx-init is not reading at all:
- * the channel is dropped rather than grown. */
-#define OUT_SOFT (1024 * 1024)
-#define OUT_HARD (8 * 1024 * 1024)
 /* Bytes from the API not yet framed, per op: the API keeps to the window
  * (file.credit); past this it did not, and the op fails. */
 #define PEND_MAX (2 * 1024 * 1024 + SBX_FRAME_MAX_PAYLOAD)
-/* sbx-init may overshoot our count of its credit by this much (it decides
- * per read()); more is a broken or hostile sbx-init. */
-#define CREDIT_SLACK (1024 * 1024)
-#define ACC_MAX (8 * 1024 * 1024) /* a list/procs answer */
 #define ACTIVITY_MS 10000
 #define CMD_MAX 4096
-#define CONNECT_MS 2000
-#define READ_ROUNDS 8 /* reads per wake-up per channel: fairness */
-
-enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, RK_PROCS, RK_PSTDIN, RK_PSIGNAL };
-
-enum doom { DOOM_NONE, DOOM_LOST, DOOM_BAD, DOOM_WEDGED };
-
-struct chan {
-	char id[SBX_ID_LEN + 1]; /* "": free slot */
-	int fd;                  /* -1: not connected */
-	uint32_t next_stream;
-	uint8_t *in;
-	size_t in_len;
-	uint8_t *out;
-	size_t out_off, out_len, out_cap;
-	bool want_out;
-	enum doom doomed;
-	char doom_why[200];
-	int nops;
-	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
-};
-
-struct buf {
-	uint8_t *p;
-	size_t off, len;
-};
-
-struct rop {
-	struct rop *next, *prev;
-	struct chan *ch;
-	enum rk kind;
-	uint32_t stream;
-	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
-	char op_id[SBX_ID_LEN + 1], reply_to[256], req_id[72];
-	char sandbox[SBX_ID_LEN + 1];
-	/* bytes for sbx-init's STDIN frames (exec stdin, file data) */
-	struct buf pend;
-	size_t unacked;
-	bool want_close, closed;
-	/* output credit we granted (initial + the API's credit messages) */
-	uint64_t credit_in, out_total;
-	/* exec */
-	bool background, started, stdin_open;
-	uint32_t pid;
-	long long t0_mono, t0_wall_ms;
-	long oom0;
-	uint64_t out_b, err_b;
-	char *cmd;
-	/* file.write: declared size (-1: not given), bytes received */
-	int64_t size, got;
-	/* file.read */
-	bool stat_seen;
-	uint64_t read_total;
-	/* list / procs */
-	json_t *acc;
-	size_t acc_bytes;
-	bool truncated;
-};
-
-struct relay {
-	const struct sandbox_node_cfg *sc;
-	int ep;
-	sbx_mq **mqp;
-	sbx_db *db;
-	struct relay_hooks h;
-	struct rop *ops;
-	int nops;
-	struct chan *chans;
-};
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static long long wall_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
 }
 
 /* ---- publishing (hop 1, node -> API) ---- */
@@ -165,12 +67,12 @@ static void publish_json_to(struct relay *r, const char *reply_to, const char *c
 	publish_to(r, reply_to, corr, req_id, type, s, strlen(s));
 }
 
-static void pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
+void op_pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
 {
 	publish_to(r, o->reply_to, o->op_id, o->req_id, type, b, n);
 }
 
-static void pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
+void op_pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
 {
 	publish_json_to(r, o->reply_to, o->op_id, o->req_id, type, body);
 }
@@ -190,184 +92,12 @@ static void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, 
 			json_pack("{s:s, s:s}", "message", msg, "code", code));
 }
 
-/* ---- channels ---- */
-
-static struct chan *chan_find(struct relay *r, const char *id)
-{
-	for (int i = 0; i < MAX_CHANS; i++)
-		if (r->chans[i].id[0] && !strcmp(r->chans[i].id, id))
-			return &r->chans[i];
-	return NULL;
-}
-
-static struct chan *chan_get(struct relay *r, const char *id)
-{
-	struct chan *c = chan_find(r, id);
-
-	if (c)
-		return c;
-	for (int i = 0; i < MAX_CHANS; i++)
-		if (!r->chans[i].id[0]) {
-			c = &r->chans[i];
-			memset(c, 0, sizeof(*c));
-			c->fd = -1;
-			snprintf(c->id, sizeof(c->id), "%s", id);
-			return c;
-		}
-	return NULL;
-}
-
-static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (c->doomed)
-		return;
-	c->doomed = d;
-	va_start(ap, fmt);
-	vsnprintf(c->doom_why, sizeof(c->doom_why), fmt, ap);
-	va_end(ap);
-}
-
-static void chan_interest(struct relay *r, struct chan *c)
-{
-	bool want = c->out_len > c->out_off;
-	struct epoll_event ev = { .events = EPOLLIN | (want ? EPOLLOUT : 0), .data.ptr = c };
-
-	if (c->fd < 0 || want == c->want_out)
-		return;
-	c->want_out = want;
-	epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
-}
-
-static void chan_close(struct relay *r, struct chan *c)
-{
-	if (c->fd >= 0) {
-		epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
-		close(c->fd);
-	}
-	c->fd = -1;
-	free(c->in);
-	free(c->out);
-	c->in = c->out = NULL;
-	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
-	c->want_out = false;
-}
-
-static int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
-{
-	int fd = -1, fl;
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-
-	if (sandbox_connect(r->sc, c->id, CONNECT_MS, &fd, err) < 0)
-		return -1;
-	fl = fcntl(fd, F_GETFL);
-	c->in = malloc(IN_CAP);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || !c->in ||
-	    epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-		close(fd);
-		free(c->in);
-		c->in = NULL;
-		return sbx_err_sys(err, "internal", "channel setup");
-	}
-	c->fd = fd;
-	c->doomed = DOOM_NONE;
-	c->doom_why[0] = 0;
-	if (!c->next_stream)
-		c->next_stream = 1;
-	log_info("sandbox %s: channel to sbx-init open", c->id);
-	return 0;
-}
-
-static void chan_flush(struct relay *r, struct chan *c)
-{
-	while (c->fd >= 0 && !c->doomed && c->out_len > c->out_off) {
-		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
-		if (w > 0) {
-			c->out_off += (size_t)w;
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			break;
-		chan_doom(c, DOOM_LOST, "the channel to sbx-init failed: %s", w < 0 ? strerror(errno) : "closed");
-		return;
-	}
-	if (c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	chan_interest(r, c);
-}
-
-static size_t chan_queued(const struct chan *c)
-{
-	return c->out_len - c->out_off;
-}
-
-/* Queues one frame and tries to write it at once. -1: the channel is doomed. */
-static int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n)
-{
-	size_t need;
-
-	if (c->fd < 0 || c->doomed)
-		return -1;
-	if (chan_queued(c) + SBX_FRAME_HDR + n > OUT_HARD) {
-		chan_doom(c, DOOM_WEDGED, "sbx-init does not read its channel (%zu bytes waiting)", chan_queued(c));
-		return -1;
-	}
-	if (c->out_off && c->out_off == c->out_len)
-		c->out_off = c->out_len = 0;
-	need = c->out_len + SBX_FRAME_HDR + n;
-	if (need > c->out_cap && c->out_off) {
-		memmove(c->out, c->out + c->out_off, c->out_len - c->out_off);
-		c->out_len -= c->out_off;
-		c->out_off = 0;
-		need = c->out_len + SBX_FRAME_HDR + n;
-	}
-	if (need > c->out_cap) {
-		size_t cap = c->out_cap ? c->out_cap : 64 * 1024;
-		uint8_t *np;
-		while (cap < need)
-			cap *= 2;
-		np = realloc(c->out, cap);
-		if (!np) {
-			chan_doom(c, DOOM_WEDGED, "out of memory");
-			return -1;
-		}
-		c->out = np;
-		c->out_cap = cap;
-	}
-	sbx_frame_header(c->out + c->out_len, type, stream, (uint32_t)n);
-	if (n)
-		memcpy(c->out + c->out_len + SBX_FRAME_HDR, p, n);
-	c->out_len += SBX_FRAME_HDR + n;
-	chan_flush(r, c);
-	return c->doomed ? -1 : 0;
-}
-
-static int send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v)
-{
-	uint8_t b[4];
-
-	put32(b, v);
-	return chan_send(r, c, type, stream, b, 4);
-}
-
 /* ---- ops ---- */
 
 static struct rop *op_find(struct relay *r, const char *op_id)
 {
 	for (struct rop *o = r->ops; o; o = o->next)
 		if (!strcmp(o->op_id, op_id))
-			return o;
-	return NULL;
-}
-
-static struct rop *op_by_stream(struct relay *r, struct chan *c, uint32_t stream)
-{
-	for (struct rop *o = r->ops; o; o = o->next)
-		if (o->ch == c && o->stream == stream)
 			return o;
 	return NULL;
 }
@@ -385,8 +115,7 @@ static void touch_activity(struct relay *r, struct chan *c)
 		log_warnx("sandbox %s: last_activity_at: %s", c->id, err.msg);
 }
 
-/* One finished exec, for usage and audit (sql/004_execs.sql). */
-static void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error)
+void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error)
 {
 	char id[SBX_ID_LEN + 1], code[16], sig[16], dur[24], ob[24], eb[24], t0[24];
 	sbx_err err = SBX_ERR_INIT;
@@ -412,17 +141,13 @@ static void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_in
 		log_warnx("sandbox %s: recording an exec: %s", o->sandbox, err.msg);
 }
 
-/* Unlinks and frees; the op's events are done. A foreground process still
- * running inside is killed: nobody will read it. For a transfer (attach,
- * file read/write) the same SIGNAL asks sbx-init to drop the stream (it
- * ignores it today: the stream then ends on its own, idle without credit). */
-static void op_free(struct relay *r, struct rop *o)
+void op_free(struct relay *r, struct rop *o)
 {
 	bool stream_op = o->kind == RK_EXEC ? !o->background
 					    : o->kind == RK_ATTACH || o->kind == RK_READ || o->kind == RK_WRITE;
 
 	if (o->live && stream_op && o->ch->fd >= 0 && !o->ch->doomed)
-		send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
+		chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
 	if (o->prev)
 		o->prev->next = o->next;
 	else
@@ -437,9 +162,7 @@ static void op_free(struct relay *r, struct rop *o)
 	free(o);
 }
 
-static void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
+void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
@@ -449,60 +172,8 @@ static void op_error(struct relay *r, struct rop *o, const char *code, const cha
 	va_end(ap);
 	if (o->kind == RK_EXEC && o->started)
 		record_exec(r, o, NULL, code);
-	pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
+	op_pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
 	op_free(r, o);
-}
-
-/* Ends every op of the channel, closes it; when its sentry is dead the
- * sandbox is reported and the slot freed, else it reconnects on next use. */
-static void chan_settle(struct relay *r, struct chan *c)
-{
-	const char *code = "internal";
-	char why[256] = "", msg[512], doom_why[sizeof(c->doom_why)];
-	enum doom d = c->doomed;
-	bool dead = false;
-
-	if (!d)
-		return;
-	snprintf(doom_why, sizeof(doom_why), "%s", c->doom_why);
-	log_warnx("sandbox %s: channel closed: %s", c->id, doom_why);
-	chan_close(r, c);
-	if (d == DOOM_LOST) {
-		int alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
-		if (alive == 1) {
-			/* EOF can come before the sentry is seen dead: try again once,
-			 * which waits (bounded) until sbx-init answers or the sentry died */
-			sbx_err err = SBX_ERR_INIT;
-			if (c->nops && chan_connect(r, c, &err) < 0) {
-				log_warnx("sandbox %s: reconnect: %s", c->id, err.msg);
-				alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
-			}
-		}
-		if (alive == 0) {
-			dead = true;
-			code = "sandbox_dead";
-			if (!why[0])
-				snprintf(why, sizeof(why), "the sandbox stopped");
-		}
-	}
-	snprintf(msg, sizeof(msg), "%s", dead ? why : doom_why);
-	/* everything started on the old connection is gone inside */
-	for (struct rop *o = r->ops, *nx; o; o = nx) {
-		nx = o->next;
-		if (o->ch == c) {
-			o->live = false;
-			op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
-		}
-	}
-	c->doomed = DOOM_NONE;
-	if (dead) {
-		char id[SBX_ID_LEN + 1];
-		snprintf(id, sizeof(id), "%s", c->id);
-		chan_close(r, c);
-		c->id[0] = 0;
-		if (r->h.dead)
-			r->h.dead(r->h.ctx, id, why);
-	}
 }
 
 static int buf_add(struct buf *b, const void *p, size_t n, size_t max)
@@ -525,313 +196,6 @@ static int buf_add(struct buf *b, const void *p, size_t n, size_t max)
 	memcpy(b->p + b->len, p, n);
 	b->len += n;
 	return 0;
-}
-
-/* Frames pending stdin/file data while the window and the channel allow. */
-static void op_pump(struct relay *r, struct rop *o)
-{
-	struct chan *c = o->ch;
-
-	while (o->live && !o->closed && o->pend.len > o->pend.off && o->unacked < SBX_STDIN_WINDOW &&
-	       chan_queued(c) < OUT_SOFT) {
-		size_t n = o->pend.len - o->pend.off;
-		if (n > SBX_STDIN_WINDOW - o->unacked)
-			n = SBX_STDIN_WINDOW - o->unacked;
-		if (n > SBX_FRAME_MAX_PAYLOAD)
-			n = SBX_FRAME_MAX_PAYLOAD;
-		if (chan_send(r, c, SBX_F_STDIN, o->stream, o->pend.p + o->pend.off, n) < 0)
-			return;
-		o->pend.off += n;
-		o->unacked += n;
-	}
-	if (o->pend.off == o->pend.len) {
-		free(o->pend.p);
-		memset(&o->pend, 0, sizeof(o->pend));
-		if (o->live && o->want_close && !o->closed && chan_send(r, c, SBX_F_STDIN, o->stream, NULL, 0) == 0)
-			o->closed = true;
-	}
-}
-
-static void chan_pump(struct relay *r, struct chan *c)
-{
-	for (struct rop *o = r->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->next)
-		if (o->ch == c && (o->pend.len > o->pend.off || (o->want_close && !o->closed)))
-			op_pump(r, o);
-}
-
-static const char *errno_code(int e)
-{
-	switch (e) {
-	case ENOENT:
-	case ESRCH:
-		return "not_found";
-	case ENOTDIR:
-		return "not_a_directory";
-	case EEXIST:
-		return "exists";
-	case ENOSPC:
-	case EDQUOT:
-		return "no_space";
-	case EFBIG:
-	case E2BIG:
-	case ENAMETOOLONG:
-		return "too_large";
-	case EISDIR:
-		return "is_a_directory";
-	case ENOTEMPTY:
-		return "not_empty";
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return "permission_denied";
-	case EINVAL:
-	case ELOOP:
-	case EXDEV:
-		return "invalid";
-	case EPIPE:
-		return "stdin_closed";
-	case EAGAIN:
-		return "busy";
-	default:
-		return "internal";
-	}
-}
-
-/* ---- frames from sbx-init ---- */
-
-static bool credit_ok(struct rop *o, size_t n)
-{
-	o->out_total += n;
-	return o->out_total <= o->credit_in + CREDIT_SLACK;
-}
-
-static void on_list_entry(struct relay *r, struct rop *o, const struct sbx_frame *f)
-{
-	sbx_err err = SBX_ERR_INIT;
-
-	(void)r;
-	if (o->truncated)
-		return;
-	if (o->acc_bytes + f->len > ACC_MAX) {
-		o->truncated = true;
-		return;
-	}
-	if (o->kind == RK_LIST) {
-		struct sbx_list_entry e;
-		if (sbx_list_entry_decode(f->payload, f->len, &e, &err) < 0) {
-			chan_doom(o->ch, DOOM_BAD, "bad list entry from sbx-init: %s", err.msg);
-			return;
-		}
-		json_array_append_new(o->acc, json_pack("{s:s%, s:s, s:I, s:I, s:I}", "name", e.name, e.name_len,
-							"type", sbx_ftype_name(e.type), "size", (json_int_t)e.size,
-							"mode", (json_int_t)e.mode, "mtime", (json_int_t)e.mtime));
-	} else {
-		struct sbx_proc_info pi;
-		char ts[40] = "";
-		time_t t;
-		struct tm tm;
-		json_t *j;
-		if (sbx_proc_info_decode(f->payload, f->len, &pi, &err) < 0) {
-			chan_doom(o->ch, DOOM_BAD, "bad process entry from sbx-init: %s", err.msg);
-			return;
-		}
-		t = (time_t)(pi.started_ms / 1000);
-		if (gmtime_r(&t, &tm))
-			strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		j = json_pack("{s:I, s:s%, s:s, s:o, s:o, s:s, s:I, s:b, s:b}", "pid", (json_int_t)pi.pid, "cmd",
-			      pi.cmd, pi.cmd_len, "state", pi.running ? "running" : "exited", "exit_code",
-			      pi.running ? json_null() : json_integer(pi.exit_code), "signal",
-			      pi.running || !pi.signal ? json_null() : json_integer(pi.signal), "started_at", ts,
-			      "output_bytes", (json_int_t)pi.bytes, "timed_out", (pi.flags & SBX_EXIT_TIMED_OUT) != 0,
-			      "truncated", (pi.flags & SBX_EXIT_TRUNCATED) != 0);
-		json_array_append_new(o->acc, j);
-	}
-	o->acc_bytes += f->len + 64;
-}
-
-static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame *f)
-{
-	struct sbx_exit_info x;
-	sbx_err err = SBX_ERR_INIT;
-	json_t *done;
-
-	if (sbx_frame_decode_exit(f, &x, &err) < 0) {
-		chan_doom(o->ch, DOOM_BAD, "bad EXIT from sbx-init: %s", err.msg);
-		return;
-	}
-	o->live = false;
-	if (x.flags & SBX_EXIT_ERRNO) {
-		op_error(r, o, o->kind == RK_EXEC ? "exec_failed" : errno_code(x.err), "%s", strerror(x.err));
-		return;
-	}
-	switch (o->kind) {
-	case RK_EXEC:
-		if (x.flags & SBX_EXIT_DETACHED) {
-			/* a background process runs on: its start is the answer */
-			pub_json(r, o, "done", json_pack("{s:I}", "pid", (json_int_t)o->pid));
-			record_exec(r, o, NULL, NULL);
-			break;
-		}
-		/* fall through */
-	case RK_ATTACH: {
-		long oom = o->kind == RK_EXEC ? sandbox_oom_kills(o->sandbox) : -1;
-		json_t *j = json_pack("{s:i, s:o, s:b, s:b, s:I}", "exit_code", x.code, "signal",
-				      x.signal ? json_integer(x.signal) : json_null(), "timed_out", x.timed_out != 0,
-				      "oom", o->oom0 >= 0 && oom > o->oom0, "duration_ms",
-				      (json_int_t)(mono_ms() - o->t0_mono));
-		if (o->kind == RK_ATTACH) {
-			json_object_set_new(j, "running", json_boolean((x.flags & SBX_EXIT_DETACHED) != 0));
-			json_object_set_new(j, "truncated", json_boolean((x.flags & SBX_EXIT_TRUNCATED) != 0));
-			json_object_set_new(j, "offset", json_integer((json_int_t)(o->got + (int64_t)o->out_total)));
-		}
-		pub_json(r, o, "exit", j);
-		record_exec(r, o, &x, NULL);
-		break;
-	}
-	case RK_READ:
-		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->read_total));
-		break;
-	case RK_LIST:
-	case RK_PROCS:
-		done = json_pack("{s:O, s:b}", o->kind == RK_LIST ? "entries" : "processes", o->acc, "truncated",
-				 o->truncated);
-		pub_json(r, o, "done", done);
-		break;
-	case RK_WRITE:
-		pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->got));
-		break;
-	default:
-		pub_json(r, o, "done", json_object());
-		break;
-	}
-	op_free(r, o);
-}
-
-static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
-{
-	struct rop *o;
-	uint32_t v;
-	sbx_err err = SBX_ERR_INIT;
-
-	if (f->type == SBX_F_HELLO || f->type == SBX_F_PONG)
-		return;
-	o = op_by_stream(r, c, f->stream);
-	if (!o)
-		return; /* an op we ended already (its late frames) */
-	switch (f->type) {
-	case SBX_F_STARTED:
-		if (sbx_frame_decode_u32(f, &v, &err) < 0 || o->kind != RK_EXEC || o->started) {
-			chan_doom(c, DOOM_BAD, "unexpected STARTED from sbx-init");
-			return;
-		}
-		o->started = true;
-		o->pid = v;
-		pub_json(r, o, "started", json_pack("{s:I}", "pid", (json_int_t)v));
-		break;
-	case SBX_F_STAT: {
-		struct sbx_file_stat st;
-		if (o->kind != RK_READ || o->stat_seen || sbx_frame_decode_stat(f, &st, &err) < 0) {
-			chan_doom(c, DOOM_BAD, "unexpected STAT from sbx-init");
-			return;
-		}
-		o->stat_seen = true;
-		pub_json(r, o, "file.stat", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
-						     (json_int_t)st.mode, "mtime", (json_int_t)st.mtime));
-		break;
-	}
-	case SBX_F_STDOUT:
-	case SBX_F_STDERR:
-		if (o->kind == RK_LIST || o->kind == RK_PROCS) {
-			if (f->type != SBX_F_STDOUT) {
-				chan_doom(c, DOOM_BAD, "STDERR on a list stream");
-				return;
-			}
-			on_list_entry(r, o, f);
-			break;
-		}
-		if ((o->kind != RK_EXEC && o->kind != RK_ATTACH && o->kind != RK_READ) ||
-		    (o->kind == RK_READ && f->type != SBX_F_STDOUT)) {
-			chan_doom(c, DOOM_BAD, "output on a stream that has none");
-			return;
-		}
-		if (!credit_ok(o, f->len)) {
-			chan_doom(c, DOOM_BAD, "sbx-init sent output past its credit");
-			return;
-		}
-		if (o->kind == RK_READ) {
-			o->read_total += f->len;
-			pub(r, o, "file.data", f->payload, f->len);
-		} else {
-			if (f->type == SBX_F_STDOUT)
-				o->out_b += f->len;
-			else
-				o->err_b += f->len;
-			pub(r, o, f->type == SBX_F_STDOUT ? "stdout" : "stderr", f->payload, f->len);
-		}
-		break;
-	case SBX_F_STDIN_ACK:
-		if (sbx_frame_decode_u32(f, &v, &err) < 0 || v > o->unacked) {
-			chan_doom(c, DOOM_BAD, "STDIN_ACK of more than was sent");
-			return;
-		}
-		o->unacked -= v;
-		/* the API keeps at most a window unacknowledged (no stdin piles up here) */
-		if (o->kind == RK_WRITE && v)
-			pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
-		else if (o->kind == RK_EXEC && o->stdin_open && v)
-			pub_json(r, o, "stdin.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
-		op_pump(r, o);
-		break;
-	case SBX_F_EXIT:
-		on_exit_frame(r, o, f);
-		break;
-	case SBX_F_ERROR: {
-		const char *code = "exec_failed";
-		o->live = false;
-		if (f->len >= 18 && !memcmp(f->payload, "cwd does not exist", 18))
-			code = "cwd_missing";
-		op_error(r, o, code, "%.*s", (int)f->len, (const char *)f->payload);
-		break;
-	}
-	default:
-		chan_doom(c, DOOM_BAD, "frame type 0x%02x is not expected", f->type);
-	}
-}
-
-static void chan_read(struct relay *r, struct chan *c)
-{
-	for (int round = 0; round < READ_ROUNDS && c->fd >= 0 && !c->doomed; round++) {
-		ssize_t n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
-		size_t off = 0;
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		if (n <= 0) {
-			chan_doom(c, DOOM_LOST, "sbx-init closed the channel%s%s", n < 0 ? ": " : "",
-				  n < 0 ? strerror(errno) : "");
-			return;
-		}
-		c->in_len += (size_t)n;
-		while (!c->doomed && c->fd >= 0) {
-			struct sbx_frame f;
-			sbx_err err = SBX_ERR_INIT;
-			long l = sbx_frame_parse(c->in + off, c->in_len - off, 1, &f, &err);
-			if (l == 0)
-				break;
-			if (l < 0) {
-				chan_doom(c, DOOM_BAD, "malformed frame from sbx-init: %s", err.msg);
-				return;
-			}
-			on_frame(r, c, &f);
-			off += (size_t)l;
-		}
-		if (c->in && off) {
-			memmove(c->in, c->in + off, c->in_len - off);
-			c->in_len -= off;
-		}
-	}
 }
 
 /* ---- requests (hop 1, API -> node) ---- */
@@ -1266,7 +630,7 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		if (o->kind != RK_EXEC && o->kind != RK_ATTACH && o->kind != RK_READ)
 			return;
 		o->credit_in += (uint64_t)bytes;
-		send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
+		chan_send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
 	} else if (!strcmp(m->type, "stdin")) {
 		const char *data = NULL;
 		int close_ = 0;
@@ -1297,10 +661,10 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 			return;
 		}
 		if (o->kind == RK_EXEC && o->live && !o->background) {
-			send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
+			chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
 		} else if (o->kind == RK_ATTACH || o->kind == RK_READ) {
 			/* the reader went away: stop relaying (the process runs on) */
-			pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
+			op_pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
 			op_free(r, o);
 		}
 	} else if (!strcmp(m->type, "file.end")) {
@@ -1338,13 +702,6 @@ bool relay_handles(const char *type)
 	return false;
 }
 
-static void settle_all(struct relay *r)
-{
-	for (int i = 0; i < MAX_CHANS; i++)
-		if (r->chans[i].id[0] && r->chans[i].doomed)
-			chan_settle(r, &r->chans[i]);
-}
-
 void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 {
 	cleanup_json json_t *b = NULL;
@@ -1360,7 +717,7 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
 		if (!strcmp(m->type, followups[i])) {
 			on_followup(r, m);
-			settle_all(r);
+			chan_settle_all(r);
 			return;
 		}
 	if (!m->reply_to[0]) {
@@ -1386,7 +743,7 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 			on_proc(r, m, b, sid, op_id, starts[i].kind);
 		break;
 	}
-	settle_all(r);
+	chan_settle_all(r);
 }
 
 bool relay_owns(const struct relay *r, const void *ptr)
@@ -1407,7 +764,7 @@ void relay_on_event(struct relay *r, void *ptr, uint32_t events)
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
 		chan_read(r, c);
 	chan_settle(r, c);
-	settle_all(r);
+	chan_settle_all(r);
 }
 
 void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const char *why)

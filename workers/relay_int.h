@@ -1,0 +1,133 @@
+/* Private to the relay: what its AMQP side (relay.c: requests, ops,
+ * publishing) and its sbx-init side (chan.c: channels, frames) share. */
+#ifndef SBX_WORKER_RELAY_INT_H
+#define SBX_WORKER_RELAY_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <jansson.h>
+#include "frame.h"
+#include "id.h"
+#include "relay.h"
+
+#define MAX_CHANS 4096
+#define ACC_MAX (8 * 1024 * 1024) /* a list/procs answer */
+
+enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, RK_PROCS, RK_PSTDIN, RK_PSIGNAL };
+
+enum doom { DOOM_NONE, DOOM_LOST, DOOM_BAD, DOOM_WEDGED };
+
+struct chan {
+	char id[SBX_ID_LEN + 1]; /* "": free slot */
+	int fd;                  /* -1: not connected */
+	uint32_t next_stream;
+	uint8_t *in;
+	size_t in_len;
+	uint8_t *out;
+	size_t out_off, out_len, out_cap;
+	bool want_out;
+	enum doom doomed;
+	char doom_why[200];
+	int nops;
+	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
+};
+
+struct buf {
+	uint8_t *p;
+	size_t off, len;
+};
+
+struct rop {
+	struct rop *next, *prev;
+	struct chan *ch;
+	enum rk kind;
+	uint32_t stream;
+	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
+	char op_id[SBX_ID_LEN + 1], reply_to[256], req_id[72];
+	char sandbox[SBX_ID_LEN + 1];
+	/* bytes for sbx-init's STDIN frames (exec stdin, file data) */
+	struct buf pend;
+	size_t unacked;
+	bool want_close, closed;
+	/* output credit we granted (initial + the API's credit messages) */
+	uint64_t credit_in, out_total;
+	/* exec */
+	bool background, started, stdin_open;
+	uint32_t pid;
+	long long t0_mono, t0_wall_ms;
+	long oom0;
+	uint64_t out_b, err_b;
+	char *cmd;
+	/* file.write: declared size (-1: not given), bytes received */
+	int64_t size, got;
+	/* file.read */
+	bool stat_seen;
+	uint64_t read_total;
+	/* list / procs */
+	json_t *acc;
+	size_t acc_bytes;
+	bool truncated;
+};
+
+struct relay {
+	const struct sandbox_node_cfg *sc;
+	int ep;
+	sbx_mq **mqp;
+	sbx_db *db;
+	struct relay_hooks h;
+	struct rop *ops;
+	int nops;
+	struct chan *chans;
+};
+
+static inline long long mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static inline void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = v >> 24;
+	p[1] = v >> 16;
+	p[2] = v >> 8;
+	p[3] = v;
+}
+
+/* ---- relay.c: an op's events and its end ---- */
+
+void op_pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n);
+void op_pub_json(struct relay *r, struct rop *o, const char *type, json_t *body);
+/* One finished exec, for usage and audit (sql/004_execs.sql). */
+void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error);
+/* Unlinks and frees; the op's events are done. A foreground process still
+ * running inside is killed: nobody will read it. For a transfer (attach,
+ * file read/write) the same SIGNAL asks sbx-init to drop the stream (it
+ * ignores it today: the stream then ends on its own, idle without credit). */
+void op_free(struct relay *r, struct rop *o);
+void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* ---- chan.c: the channels to sbx-init ---- */
+
+struct chan *chan_find(struct relay *r, const char *id);
+struct chan *chan_get(struct relay *r, const char *id);
+int chan_connect(struct relay *r, struct chan *c, sbx_err *err);
+void chan_close(struct relay *r, struct chan *c);
+/* Queues one frame and tries to write it at once. -1: the channel is doomed. */
+int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n);
+int chan_send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v);
+void chan_flush(struct relay *r, struct chan *c);
+void chan_read(struct relay *r, struct chan *c);
+/* Frames pending stdin/file data while the window and the channel allow. */
+void op_pump(struct relay *r, struct rop *o);
+void chan_pump(struct relay *r, struct chan *c);
+/* Ends every op of the channel, closes it; when its sentry is dead the
+ * sandbox is reported and the slot freed, else it reconnects on next use. */
+void chan_settle(struct relay *r, struct chan *c);
+void chan_settle_all(struct relay *r);
+
+#endif
