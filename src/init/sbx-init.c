@@ -164,19 +164,6 @@ static void logmsg(const char *fmt, ...)
 	va_end(ap);
 }
 
-static void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
 static int64_t now_ms(void)
 {
 	struct timespec ts;
@@ -326,7 +313,7 @@ static void conn_send_u32(struct conn *c, uint8_t type, uint32_t stream, uint32_
 {
 	uint8_t b[4];
 
-	put32(b, v);
+	sbx_put32(b, v);
 	conn_send(c, type, stream, b, 4);
 }
 
@@ -652,7 +639,7 @@ static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n)
 	if (keep == 0)
 		return;
 	hdr[0] = is_err ? 2 : 1;
-	put32(hdr + 1, (uint32_t)keep);
+	sbx_put32(hdr + 1, (uint32_t)keep);
 	while (done < LOG_REC_HDR + keep) {
 		struct iovec iov[2] = { { hdr, LOG_REC_HDR }, { (void *)data, keep } };
 		ssize_t w;
@@ -1086,7 +1073,7 @@ static void attach_service(struct xfer *x)
 				uint32_t len;
 				if ((size_t)n - i < LOG_REC_HDR)
 					break;
-				len = get32(chunk + i + 1);
+				len = sbx_get32(chunk + i + 1);
 				if ((chunk[i] != 1 && chunk[i] != 2) || len == 0) {
 					xfer_fail(x, EIO); /* not a log we wrote */
 					return;

@@ -14,7 +14,7 @@
 #define PING_MAX 64
 #define ERROR_MAX 1024
 
-static uint32_t get32(const uint8_t *p)
+uint32_t sbx_get32(const uint8_t *p)
 {
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
@@ -24,7 +24,7 @@ static uint16_t get16(const uint8_t *p)
 	return (uint16_t)(p[0] << 8 | p[1]);
 }
 
-static void put32(uint8_t *p, uint32_t v)
+void sbx_put32(uint8_t *p, uint32_t v)
 {
 	p[0] = v >> 24;
 	p[1] = v >> 16;
@@ -40,9 +40,9 @@ static void put16(uint8_t *p, uint16_t v)
 
 void sbx_frame_header(uint8_t out[SBX_FRAME_HDR], uint8_t type, uint32_t stream, uint32_t payload_len)
 {
-	put32(out, payload_len + 5);
+	sbx_put32(out, payload_len + 5);
 	out[4] = type;
-	put32(out + 5, stream);
+	sbx_put32(out + 5, stream);
 }
 
 /* Strict UTF-8 (no overlongs, no surrogates, nothing past U+10FFFF, no NUL). */
@@ -121,7 +121,7 @@ long sbx_frame_parse(const uint8_t *buf, size_t n, int from_inside, struct sbx_f
 
 	if (n < 4)
 		return 0;
-	len = get32(buf);
+	len = sbx_get32(buf);
 	if (len < 5)
 		return sbx_err_set(err, 0, "bad_frame", "frame length %u is shorter than its header", len);
 	if (len - 5 > SBX_FRAME_MAX_PAYLOAD)
@@ -141,7 +141,7 @@ long sbx_frame_parse(const uint8_t *buf, size_t n, int from_inside, struct sbx_f
 				   plen);
 	if (n < SBX_FRAME_HDR)
 		return 0;
-	stream = get32(buf + 5);
+	stream = sbx_get32(buf + 5);
 	if ((r->needs_stream == 1 && stream == 0) || (r->needs_stream == 2 && stream != 0))
 		return sbx_err_set(err, 0, "bad_frame", "frame type 0x%02x on stream %u", buf[4], stream);
 	if (n - SBX_FRAME_HDR < plen)
@@ -202,9 +202,9 @@ int sbx_exec_encode(const struct sbx_exec_req *req, uint8_t **out, size_t *len, 
 	p = malloc(n);
 	if (!p)
 		return sbx_err_sys(err, "internal", "malloc");
-	put32(p, req->flags);
-	put32(p + 4, req->timeout_ms);
-	put32(p + 8, req->credit);
+	sbx_put32(p, req->flags);
+	sbx_put32(p + 4, req->timeout_ms);
+	sbx_put32(p + 8, req->credit);
 	put16(p + 12, (uint16_t)req->argc);
 	put16(p + 14, (uint16_t)req->envc);
 	off = EXEC_FIXED;
@@ -267,9 +267,9 @@ int sbx_exec_decode(const uint8_t *p, size_t n, struct sbx_exec_req *req, sbx_er
 		free(envp);
 		return sbx_err_sys(err, "internal", "calloc");
 	}
-	req->flags = get32(p);
-	req->timeout_ms = get32(p + 4);
-	req->credit = get32(p + 8);
+	req->flags = sbx_get32(p);
+	req->timeout_ms = sbx_get32(p + 4);
+	req->credit = sbx_get32(p + 8);
 	req->argc = argc;
 	req->envc = envc;
 	req->argv = argv;
@@ -326,8 +326,8 @@ int sbx_frame_decode_exit(const struct sbx_frame *f, struct sbx_exit_info *out, 
 
 	if (f->type != SBX_F_EXIT || f->len != 9)
 		return sbx_err_set(err, 0, "bad_frame", "not an EXIT frame");
-	code = get32(f->payload);
-	sig = get32(f->payload + 4);
+	code = sbx_get32(f->payload);
+	sig = sbx_get32(f->payload + 4);
 	flags = f->payload[8];
 	if (!exit_valid(code > 255 ? 256 : (int64_t)code, sig, flags))
 		return sbx_err_set(err, 0, "bad_frame", "EXIT with code %d, signal %u, flags 0x%x",
@@ -342,8 +342,8 @@ int sbx_frame_decode_exit(const struct sbx_frame *f, struct sbx_exit_info *out, 
 
 long sbx_exit_encode(uint8_t out[9], int32_t code, uint32_t signal, uint8_t flags)
 {
-	put32(out, (uint32_t)code);
-	put32(out + 4, signal);
+	sbx_put32(out, (uint32_t)code);
+	sbx_put32(out + 4, signal);
 	out[8] = flags;
 	return 9;
 }
@@ -353,7 +353,7 @@ int sbx_frame_decode_u32(const struct sbx_frame *f, uint32_t *out, sbx_err *err)
 	if (f->len != 4)
 		return sbx_err_set(err, 0, "bad_frame", "frame type 0x%02x: expected 4 bytes, got %u",
 				   f->type, f->len);
-	*out = get32(f->payload);
+	*out = sbx_get32(f->payload);
 	return 0;
 }
 
@@ -361,13 +361,13 @@ int sbx_frame_decode_u32(const struct sbx_frame *f, uint32_t *out, sbx_err *err)
 
 static void put64(uint8_t *p, uint64_t v)
 {
-	put32(p, (uint32_t)(v >> 32));
-	put32(p + 4, (uint32_t)v);
+	sbx_put32(p, (uint32_t)(v >> 32));
+	sbx_put32(p + 4, (uint32_t)v);
 }
 
 static uint64_t get64(const uint8_t *p)
 {
-	return (uint64_t)get32(p) << 32 | get32(p + 4);
+	return (uint64_t)sbx_get32(p) << 32 | sbx_get32(p + 4);
 }
 
 static int file_check(const struct sbx_file_req *req, size_t plen, sbx_err *err)
@@ -391,10 +391,10 @@ long sbx_file_encode(const struct sbx_file_req *req, uint8_t out[SBX_FILE_MAX], 
 
 	if (!req->path || file_check(req, plen, err) < 0)
 		return req->path ? -1 : sbx_err_set(err, 0, "bad_file", "no path");
-	put32(out, req->op);
-	put32(out + 4, req->flags);
-	put32(out + 8, req->mode);
-	put32(out + 12, req->credit);
+	sbx_put32(out, req->op);
+	sbx_put32(out + 4, req->flags);
+	sbx_put32(out + 8, req->mode);
+	sbx_put32(out + 12, req->credit);
 	memcpy(out + SBX_FILE_FIXED, req->path, plen + 1);
 	return (long)(SBX_FILE_FIXED + plen + 1);
 }
@@ -410,10 +410,10 @@ int sbx_file_decode(const uint8_t *p, size_t n, struct sbx_file_req *req, sbx_er
 	nul = memchr(p + SBX_FILE_FIXED, 0, n - SBX_FILE_FIXED);
 	if (nul != p + n - 1)
 		return sbx_err_set(err, 0, "bad_file", "FILE path must end at the payload's only NUL");
-	req->op = get32(p);
-	req->flags = get32(p + 4);
-	req->mode = get32(p + 8);
-	req->credit = get32(p + 12);
+	req->op = sbx_get32(p);
+	req->flags = sbx_get32(p + 4);
+	req->mode = sbx_get32(p + 8);
+	req->credit = sbx_get32(p + 12);
 	req->path = (const char *)p + SBX_FILE_FIXED;
 	if (file_check(req, n - SBX_FILE_FIXED - 1, err) < 0) {
 		memset(req, 0, sizeof(*req));
@@ -424,10 +424,10 @@ int sbx_file_decode(const uint8_t *p, size_t n, struct sbx_file_req *req, sbx_er
 
 long sbx_attach_encode(const struct sbx_attach_req *req, uint8_t out[SBX_ATTACH_LEN])
 {
-	put32(out, req->pid);
+	sbx_put32(out, req->pid);
 	put64(out + 4, req->offset);
-	put32(out + 12, req->flags);
-	put32(out + 16, req->credit);
+	sbx_put32(out + 12, req->flags);
+	sbx_put32(out + 16, req->credit);
 	return SBX_ATTACH_LEN;
 }
 
@@ -435,10 +435,10 @@ int sbx_attach_decode(const uint8_t *p, size_t n, struct sbx_attach_req *req, sb
 {
 	if (n != SBX_ATTACH_LEN)
 		return sbx_err_set(err, 0, "bad_attach", "ATTACH payload of %zu bytes", n);
-	req->pid = get32(p);
+	req->pid = sbx_get32(p);
 	req->offset = get64(p + 4);
-	req->flags = get32(p + 12);
-	req->credit = get32(p + 16);
+	req->flags = sbx_get32(p + 12);
+	req->credit = sbx_get32(p + 16);
 	if (req->flags & ~SBX_ATTACH_FOLLOW)
 		return sbx_err_set(err, 0, "bad_attach", "unknown ATTACH flags 0x%x", req->flags);
 	if (req->pid == 0 || req->pid > INT32_MAX)
@@ -448,8 +448,8 @@ int sbx_attach_decode(const uint8_t *p, size_t n, struct sbx_attach_req *req, sb
 
 long sbx_psignal_encode(uint32_t pid, uint32_t sig, uint8_t out[8])
 {
-	put32(out, pid);
-	put32(out + 4, sig);
+	sbx_put32(out, pid);
+	sbx_put32(out + 4, sig);
 	return 8;
 }
 
@@ -457,8 +457,8 @@ int sbx_psignal_decode(const uint8_t *p, size_t n, uint32_t *pid, uint32_t *sig,
 {
 	if (n != 8)
 		return sbx_err_set(err, 0, "bad_psignal", "PSIGNAL payload of %zu bytes", n);
-	*pid = get32(p);
-	*sig = get32(p + 4);
+	*pid = sbx_get32(p);
+	*sig = sbx_get32(p + 4);
 	if (*pid == 0 || *pid > INT32_MAX || *sig < 1 || *sig > 64)
 		return sbx_err_set(err, 0, "bad_psignal", "PSIGNAL pid %u signal %u", *pid, *sig);
 	return 0;
@@ -469,7 +469,7 @@ int sbx_pstdin_decode(const uint8_t *p, size_t n, uint32_t *pid, const uint8_t *
 {
 	if (n < 4 || n > SBX_FRAME_MAX_PAYLOAD)
 		return sbx_err_set(err, 0, "bad_pstdin", "PSTDIN payload of %zu bytes", n);
-	*pid = get32(p);
+	*pid = sbx_get32(p);
 	if (*pid == 0 || *pid > INT32_MAX)
 		return sbx_err_set(err, 0, "bad_pstdin", "PSTDIN pid %u", *pid);
 	*data = p + 4;
@@ -480,7 +480,7 @@ int sbx_pstdin_decode(const uint8_t *p, size_t n, uint32_t *pid, const uint8_t *
 long sbx_stat_encode(const struct sbx_file_stat *st, uint8_t out[SBX_STAT_LEN])
 {
 	put64(out, st->size);
-	put32(out + 8, st->mode);
+	sbx_put32(out + 8, st->mode);
 	put64(out + 12, (uint64_t)st->mtime);
 	return SBX_STAT_LEN;
 }
@@ -490,7 +490,7 @@ int sbx_frame_decode_stat(const struct sbx_frame *f, struct sbx_file_stat *out, 
 	if (f->type != SBX_F_STAT || f->len != SBX_STAT_LEN)
 		return sbx_err_set(err, 0, "bad_frame", "not a STAT frame");
 	out->size = get64(f->payload);
-	out->mode = get32(f->payload + 8);
+	out->mode = sbx_get32(f->payload + 8);
 	out->mtime = (int64_t)get64(f->payload + 12);
 	if (out->size > INT64_MAX || out->mode > 07777)
 		return sbx_err_set(err, 0, "bad_frame", "STAT with size %" PRIu64 ", mode 0%o",

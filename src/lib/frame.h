@@ -168,6 +168,11 @@ struct sbx_proc_info {
 	size_t cmd_len;
 };
 
+/* A big-endian u32, the byte order of every field (sbx-init's output log
+ * records use it too). */
+void sbx_put32(uint8_t *p, uint32_t v);
+uint32_t sbx_get32(const uint8_t *p);
+
 /* Encodes a frame header into out[SBX_FRAME_HDR]. */
 void sbx_frame_header(uint8_t out[SBX_FRAME_HDR], uint8_t type, uint32_t stream, uint32_t payload_len);
 
