@@ -47,14 +47,10 @@
 #include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
-#include "frame.h"
+#include "init.h"
 
 extern char **environ;
 
-#define READ_CHUNK (64 * 1024)
-/* A connection whose unsent output passes this stops its processes' reads
- * until the host reads: the socket is the last link of flow control. */
-#define OUT_HIGH (1024 * 1024)
 #define MAX_CONNS 64
 #define CREDIT_MAX ((uint64_t)1 << 48)
 /* After the main process exited, at most this much more is read from a pipe
@@ -65,93 +61,18 @@ extern char **environ;
 #define MAX_FINISHED 256
 #define PROCS_DIR "/var/lib/sbx/procs"
 #define PROCS_DIR_FALLBACK "/tmp/.sbx-procs"
-#define LOG_REC_HDR 5
 
-enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_TIMER };
-
-struct watch {
-	enum wkind kind;
-	void *obj;
-};
-
-struct buf {
-	uint8_t *p;
-	size_t off, len, cap; /* data is p[off..len) */
-};
-
-struct conn {
-	struct watch w;
-	int fd;
-	int dead; /* dropped at the end of the loop iteration */
-	int want_out;
-	int congested;
-	uint8_t *in;
-	size_t inlen;
-	struct buf out;
-	struct conn *next;
-};
-
-struct proc {
-	struct proc *next;
-	struct conn *conn; /* NULL: detached, output is read and discarded */
-	uint32_t stream;
-	pid_t pid;
-	int background, done;
-	int fd_out, fd_err, fd_in, fd_timer;
-	struct watch w_out, w_err, w_in, w_timer;
-	int armed_out, armed_err, armed_in;
-	uint64_t credit;
-	struct buf stdin_buf;
-	int stdin_close; /* close stdin once stdin_buf is written */
-	int exited, status, timed_out;
-	size_t drained;
-	/* background only */
-	int code, sig;            /* once done */
-	char *cmd;                /* for PROCS */
-	int64_t started_ms, ended_ms;
-	int log_fd;               /* -1 once the log cannot be written */
-	uint64_t log_size;        /* bytes of complete records in the log */
-	uint64_t logged, out_bytes; /* output bytes kept / produced */
-	int truncated;
-	int refs;                 /* xfers pointing here: not evicted while > 0 */
-	uint64_t stdin_written;   /* bytes that reached the pipe (PSTDIN answers) */
-};
-
-/* A stream that is not a process: a file operation, an attachment to a
- * background process, or a PSTDIN waiting for its bytes to be written. */
-enum xkind { X_WRITE, X_READ, X_LIST, X_ATTACH, X_PSTDIN };
-
-struct xfer {
-	struct xfer *next;
-	struct conn *conn;
-	uint32_t stream;
-	enum xkind kind;
-	int done;
-	uint64_t credit;
-	int fd;           /* write: the temp file; read: the file */
-	DIR *dir;         /* list */
-	char *path, *tmp; /* write: target and temp file (tmp NULL once renamed) */
-	uint32_t mode;
-	struct proc *proc; /* attach, pstdin (holds a ref) */
-	int follow;
-	uint64_t fpos, rec_left, skip; /* attach: log position, record left, bytes to skip */
-	uint8_t rec_kind;
-	uint64_t upto; /* pstdin: answered once stdin_written reaches it */
-	int close_after;
-};
-
+struct conn *conns;
+struct proc *procs;
 static int ep = -1;
 static int quiet;
 static int is_pid1;
-static struct conn *conns;
-static struct proc *procs;
-static struct xfer *xfers;
-static const char *procs_dir = PROCS_DIR;
-static uint64_t proc_log_max = PROC_LOG_MAX;
+const char *procs_dir = PROCS_DIR;
+uint64_t proc_log_max = PROC_LOG_MAX;
 static struct watch w_listen = { W_LISTEN, NULL }, w_signal = { W_SIGNAL, NULL };
+struct xfer *xfers;
 
-static void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void logmsg(const char *fmt, ...)
+void logmsg(const char *fmt, ...)
 {
 	va_list ap;
 
@@ -174,13 +95,13 @@ static int64_t now_ms(void)
 
 /* ---- byte buffers ------------------------------------------------------ */
 
-static size_t buf_pending(const struct buf *b)
+size_t buf_pending(const struct buf *b)
 {
 	return b->len - b->off;
 }
 
 /* Room for n more bytes at p + len; compacts first. Returns -1 on ENOMEM. */
-static int buf_reserve(struct buf *b, size_t n)
+int buf_reserve(struct buf *b, size_t n)
 {
 	if (b->off && b->off == b->len)
 		b->off = b->len = 0;
@@ -204,7 +125,7 @@ static int buf_reserve(struct buf *b, size_t n)
 	return 0;
 }
 
-static void buf_free(struct buf *b)
+void buf_free(struct buf *b)
 {
 	free(b->p);
 	memset(b, 0, sizeof(*b));
@@ -219,7 +140,7 @@ static void buf_shrink(struct buf *b)
 
 /* ---- epoll ------------------------------------------------------------- */
 
-static void ep_add(int fd, struct watch *w, uint32_t events)
+void ep_add(int fd, struct watch *w, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 
@@ -227,7 +148,7 @@ static void ep_add(int fd, struct watch *w, uint32_t events)
 		logmsg("epoll_ctl add %d: %s", fd, strerror(errno));
 }
 
-static void ep_mod(int fd, struct watch *w, uint32_t events)
+void ep_mod(int fd, struct watch *w, uint32_t events)
 {
 	struct epoll_event ev = { .events = events, .data.ptr = w };
 
@@ -237,7 +158,7 @@ static void ep_mod(int fd, struct watch *w, uint32_t events)
 
 /* Pipes are added only while they are wanted: a pipe in the set always
  * reports EPOLLHUP, which would spin a level-triggered loop. */
-static void set_armed(int fd, struct watch *w, int *armed, int want, uint32_t events)
+void set_armed(int fd, struct watch *w, int *armed, int want, uint32_t events)
 {
 	if (fd < 0) {
 		*armed = 0;
@@ -250,7 +171,7 @@ static void set_armed(int fd, struct watch *w, int *armed, int want, uint32_t ev
 	*armed = want;
 }
 
-static void close_watched(int *fd, int *armed)
+void close_watched(int *fd, int *armed)
 {
 	if (*fd < 0)
 		return;
@@ -264,14 +185,14 @@ static void close_watched(int *fd, int *armed)
 
 /* ---- connections ------------------------------------------------------- */
 
-static void conn_kill(struct conn *c, const char *why)
+void conn_kill(struct conn *c, const char *why)
 {
 	if (!c->dead)
 		logmsg("channel %d closed: %s", c->fd, why);
 	c->dead = 1;
 }
 
-static void conn_flush(struct conn *c)
+void conn_flush(struct conn *c)
 {
 	while (!c->dead && buf_pending(&c->out)) {
 		ssize_t n = send(c->fd, c->out.p + c->out.off, buf_pending(&c->out), MSG_NOSIGNAL);
@@ -294,7 +215,7 @@ static void conn_flush(struct conn *c)
 	buf_shrink(&c->out);
 }
 
-static void conn_send(struct conn *c, uint8_t type, uint32_t stream, const void *payload, size_t len)
+void conn_send(struct conn *c, uint8_t type, uint32_t stream, const void *payload, size_t len)
 {
 	if (c->dead)
 		return;
@@ -309,7 +230,7 @@ static void conn_send(struct conn *c, uint8_t type, uint32_t stream, const void 
 	conn_flush(c);
 }
 
-static void conn_send_u32(struct conn *c, uint8_t type, uint32_t stream, uint32_t v)
+void conn_send_u32(struct conn *c, uint8_t type, uint32_t stream, uint32_t v)
 {
 	uint8_t b[4];
 
@@ -317,9 +238,7 @@ static void conn_send_u32(struct conn *c, uint8_t type, uint32_t stream, uint32_
 	conn_send(c, type, stream, b, 4);
 }
 
-static void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-static void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)
+void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -340,7 +259,7 @@ static void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)
 	conn_send(c, SBX_F_ERROR, stream, msg, (size_t)n);
 }
 
-static void send_exit(struct conn *c, uint32_t stream, int code, int sig, uint8_t flags)
+void send_exit(struct conn *c, uint32_t stream, int code, int sig, uint8_t flags)
 {
 	uint8_t b[9];
 
@@ -348,10 +267,7 @@ static void send_exit(struct conn *c, uint32_t stream, int code, int sig, uint8_
 	conn_send(c, SBX_F_EXIT, stream, b, sizeof(b));
 }
 
-/* ---- processes --------------------------------------------------------- */
-
 static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n);
-static void proc_xfers_service(struct proc *p);
 
 static int proc_wants_output(const struct proc *p)
 {
@@ -362,7 +278,7 @@ static int proc_wants_output(const struct proc *p)
 	return p->credit > 0;
 }
 
-static void proc_arm(struct proc *p)
+void proc_arm(struct proc *p)
 {
 	int out = proc_wants_output(p);
 
@@ -373,7 +289,7 @@ static void proc_arm(struct proc *p)
 
 /* One read from stdout or stderr: > 0 bytes forwarded, 0 the pipe is closed,
  * -1 nothing to read now, -2 no credit (or the channel is congested). */
-static ssize_t proc_read(struct proc *p, int is_err)
+ssize_t proc_read(struct proc *p, int is_err)
 {
 	static uint8_t scratch[READ_CHUNK];
 	int *fd = is_err ? &p->fd_err : &p->fd_out;
@@ -421,7 +337,7 @@ static ssize_t proc_read(struct proc *p, int is_err)
 	return 0;
 }
 
-static void proc_stdin_flush(struct proc *p)
+void proc_stdin_flush(struct proc *p)
 {
 	uint64_t acked = 0, written = 0;
 
@@ -510,7 +426,7 @@ static void proc_drain(struct proc *p, int is_err)
 }
 
 /* Re-evaluates a process after anything changed: exit, credit, congestion. */
-static void proc_service(struct proc *p)
+void proc_service(struct proc *p)
 {
 	if (p->done)
 		return;
@@ -522,9 +438,7 @@ static void proc_service(struct proc *p)
 	proc_finish_if_done(p);
 }
 
-static void xfer_service(struct xfer *x);
-
-static void procs_of_conn_service(struct conn *c)
+void procs_of_conn_service(struct conn *c)
 {
 	for (struct proc *p = procs; p; p = p->next)
 		if (p->conn == c)
@@ -609,7 +523,7 @@ static int log_open(pid_t pid)
 	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-static void log_unlink(const struct proc *p)
+void log_unlink(const struct proc *p)
 {
 	char path[4200];
 	struct stat a, b;
@@ -708,7 +622,7 @@ static int pipe_pair(int p[2])
 	return pipe2(p, O_CLOEXEC);
 }
 
-static void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
+void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	struct child_err ce;
@@ -840,7 +754,7 @@ out:
 	}
 }
 
-static void proc_timeout(struct proc *p)
+void proc_timeout(struct proc *p)
 {
 	uint64_t ticks;
 
@@ -871,7 +785,7 @@ static void reap(void)
 	}
 }
 
-static void proc_free(struct proc *p)
+void proc_free(struct proc *p)
 {
 	if (p->log_fd >= 0)
 		close(p->log_fd);
@@ -880,9 +794,7 @@ static void proc_free(struct proc *p)
 	free(p);
 }
 
-/* ---- streams that are not processes ------------------------------------ */
-
-static struct xfer *xfer_new(struct conn *c, uint32_t stream, enum xkind kind)
+struct xfer *xfer_new(struct conn *c, uint32_t stream, enum xkind kind)
 {
 	struct xfer *x = calloc(1, sizeof(*x));
 
@@ -901,7 +813,7 @@ static struct xfer *xfer_new(struct conn *c, uint32_t stream, enum xkind kind)
 
 /* Lets go of what the stream holds; a write that was not renamed into
  * place leaves nothing behind. Freed by collect(). */
-static void xfer_release(struct xfer *x)
+void xfer_release(struct xfer *x)
 {
 	if (x->fd >= 0)
 		close(x->fd);
@@ -920,7 +832,7 @@ static void xfer_release(struct xfer *x)
 	x->done = 1;
 }
 
-static void xfer_end(struct xfer *x, int code, int sig, uint8_t flags)
+void xfer_end(struct xfer *x, int code, int sig, uint8_t flags)
 {
 	if (x->done)
 		return;
@@ -928,117 +840,33 @@ static void xfer_end(struct xfer *x, int code, int sig, uint8_t flags)
 	xfer_release(x);
 }
 
-static int errno_code(int e)
+int errno_code(int e)
 {
 	return e > 0 && e < 256 ? e : EIO;
 }
 
-static void xfer_fail(struct xfer *x, int e)
+void xfer_fail(struct xfer *x, int e)
 {
 	xfer_end(x, errno_code(e), 0, SBX_EXIT_ERRNO);
 }
 
 /* The answer of a one-shot operation: EXIT 0, or the errno. */
-static void answer(struct conn *c, uint32_t stream, int e)
+void answer(struct conn *c, uint32_t stream, int e)
 {
 	send_exit(c, stream, e ? errno_code(e) : 0, 0, e ? SBX_EXIT_ERRNO : 0);
 }
 
-static void note_congestion(struct conn *c)
+void note_congestion(struct conn *c)
 {
 	/* the EPOLLOUT handler lifts this once the host has read */
 	if (buf_pending(&c->out) >= OUT_HIGH)
 		c->congested = 1;
 }
 
-/* FILE read: one read() per frame, within credit. */
-static void read_service(struct xfer *x)
-{
-	struct conn *c = x->conn;
-
-	while (!x->done && !c->dead && !c->congested && x->credit > 0) {
-		size_t max = x->credit < READ_CHUNK ? (size_t)x->credit : READ_CHUNK;
-		ssize_t n;
-
-		if (buf_reserve(&c->out, SBX_FRAME_HDR + max) < 0) {
-			conn_kill(c, "out of memory");
-			return;
-		}
-		n = read(x->fd, c->out.p + c->out.len + SBX_FRAME_HDR, max);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			xfer_fail(x, errno);
-			return;
-		}
-		if (n == 0) {
-			xfer_end(x, 0, 0, 0);
-			return;
-		}
-		sbx_frame_header(c->out.p + c->out.len, SBX_F_STDOUT, x->stream, (uint32_t)n);
-		c->out.len += SBX_FRAME_HDR + (size_t)n;
-		x->credit -= (uint64_t)n;
-		conn_flush(c);
-		note_congestion(c);
-	}
-	/* credit used up exactly at the end: EXIT without waiting for more */
-	if (!x->done && x->credit == 0) {
-		struct stat st;
-		off_t pos = lseek(x->fd, 0, SEEK_CUR);
-		if (pos >= 0 && fstat(x->fd, &st) == 0 && pos >= st.st_size)
-			xfer_end(x, 0, 0, 0);
-	}
-}
-
-/* FILE list: one entry per frame; a line is sent whole while any credit
- * is left (it may overdraw by one line). */
-static void list_service(struct xfer *x)
-{
-	struct conn *c = x->conn;
-	char line[SBX_LIST_LINE_MAX];
-
-	while (!x->done && !c->dead && !c->congested && x->credit > 0) {
-		struct sbx_list_entry e;
-		struct dirent *d;
-		struct stat st;
-		long n;
-
-		errno = 0;
-		d = readdir(x->dir);
-		if (!d) {
-			if (errno)
-				xfer_fail(x, errno);
-			else
-				xfer_end(x, 0, 0, 0);
-			return;
-		}
-		if (!strcmp(d->d_name, ".") || !strcmp(d->d_name, ".."))
-			continue;
-		/* gone since readdir: not listed */
-		if (fstatat(dirfd(x->dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
-		e.type = S_ISREG(st.st_mode)   ? SBX_FT_FILE
-			 : S_ISDIR(st.st_mode) ? SBX_FT_DIR
-			 : S_ISLNK(st.st_mode) ? SBX_FT_SYMLINK
-					       : SBX_FT_OTHER;
-		e.size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
-		e.mode = st.st_mode & 07777;
-		e.mtime = (int64_t)st.st_mtim.tv_sec;
-		e.name = d->d_name;
-		e.name_len = strlen(d->d_name);
-		n = sbx_list_entry_encode(&e, line, sizeof(line));
-		if (n < 0)
-			continue; /* a name with '\n' cannot be a line */
-		conn_send(c, SBX_F_STDOUT, x->stream, line, (size_t)n);
-		x->credit = x->credit > (uint64_t)n ? x->credit - (uint64_t)n : 0;
-		note_congestion(c);
-	}
-}
-
 /* ATTACH: the log from the stream's position, as STDOUT/STDERR frames
  * (consecutive records of one kind merged), within credit; at the end of
  * the log it waits for more (follow), or ends. */
-static void attach_service(struct xfer *x)
+void attach_service(struct xfer *x)
 {
 	static uint8_t chunk[READ_CHUNK], fb[READ_CHUNK];
 	struct conn *c = x->conn;
@@ -1119,7 +947,7 @@ static void attach_service(struct xfer *x)
 
 /* PSTDIN: answered once its bytes reached the pipe (or stdin was closed,
  * when it asked for that); EPIPE when the pipe went away first. */
-static void pstdin_service(struct xfer *x)
+void pstdin_service(struct xfer *x)
 {
 	struct proc *p = x->proc;
 
@@ -1129,7 +957,7 @@ static void pstdin_service(struct xfer *x)
 		xfer_fail(x, EPIPE);
 }
 
-static void xfer_service(struct xfer *x)
+void xfer_service(struct xfer *x)
 {
 	if (x->done || x->conn->dead)
 		return;
@@ -1151,256 +979,14 @@ static void xfer_service(struct xfer *x)
 	}
 }
 
-static void proc_xfers_service(struct proc *p)
+void proc_xfers_service(struct proc *p)
 {
 	for (struct xfer *x = xfers; x; x = x->next)
 		if (!x->done && x->proc == p)
 			xfer_service(x);
 }
 
-/* mkdir -p; the last component gets `mode`. */
-static int mkdir_p(const char *path, mode_t mode)
-{
-	char buf[SBX_PATH_MAX + 1];
-	size_t n = strlen(path);
-	struct stat st;
-
-	if (n > SBX_PATH_MAX) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		char save = buf[i];
-		if (save != '/' && save != 0)
-			continue;
-		if (buf[i - 1] == '/')
-			continue; /* "//" or a trailing '/' */
-		buf[i] = 0;
-		if (mkdir(buf, i == n ? mode : 0755) < 0) {
-			if (errno != EEXIST || stat(buf, &st) < 0)
-				return -1;
-			if (!S_ISDIR(st.st_mode)) {
-				errno = i == n ? EEXIST : ENOTDIR;
-				return -1;
-			}
-		}
-		buf[i] = save;
-	}
-	return 0;
-}
-
-/* Write: a temp file next to the target, renamed over it at the end, so
- * readers see the old file or the new one, and a symlink at the target is
- * replaced rather than written through. */
-static void file_write(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
-{
-	const char *slash = strrchr(req->path, '/'), *base = slash + 1;
-	size_t dl = slash == req->path ? 1 : (size_t)(slash - req->path);
-	char dir[SBX_PATH_MAX + 1], *tmp;
-	struct stat st;
-	struct xfer *x;
-	int fd;
-
-	if (!*base) {
-		answer(c, stream, EISDIR);
-		return;
-	}
-	if (!strcmp(base, ".") || !strcmp(base, "..")) {
-		answer(c, stream, EINVAL);
-		return;
-	}
-	memcpy(dir, req->path, dl);
-	dir[dl] = 0;
-	if ((req->flags & SBX_FILE_PARENTS) && mkdir_p(dir, 0755) < 0) {
-		answer(c, stream, errno);
-		return;
-	}
-	if (lstat(req->path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		answer(c, stream, EISDIR);
-		return;
-	}
-	tmp = malloc(dl + 32);
-	if (!tmp) {
-		answer(c, stream, ENOMEM);
-		return;
-	}
-	snprintf(tmp, dl + 32, "%s/.sbx-upload-XXXXXX", dl == 1 ? "" : dir);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0) {
-		int e = errno;
-		free(tmp);
-		answer(c, stream, e);
-		return;
-	}
-	x = xfer_new(c, stream, X_WRITE);
-	if (!x) {
-		close(fd);
-		unlink(tmp);
-		free(tmp);
-		return;
-	}
-	x->fd = fd;
-	x->tmp = tmp;
-	x->path = strdup(req->path);
-	x->mode = req->mode ? req->mode : 0644;
-	if (!x->path)
-		xfer_fail(x, ENOMEM);
-}
-
-/* Write data: written at once (a regular file), so nothing is buffered;
- * acknowledged like exec stdin. Empty: the end, rename into place. */
-static void file_write_data(struct xfer *x, const uint8_t *data, size_t len)
-{
-	size_t off = 0;
-
-	if (len == 0) {
-		int fd = x->fd;
-		x->fd = -1;
-		if (fchmod(fd, x->mode) < 0) {
-			int e = errno;
-			close(fd);
-			xfer_fail(x, e);
-			return;
-		}
-		if (close(fd) < 0 || rename(x->tmp, x->path) < 0) {
-			xfer_fail(x, errno);
-			return;
-		}
-		free(x->tmp);
-		x->tmp = NULL;
-		xfer_end(x, 0, 0, 0);
-		return;
-	}
-	while (off < len) {
-		ssize_t w = write(x->fd, data + off, len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0) {
-			xfer_fail(x, w < 0 ? errno : EIO);
-			return;
-		}
-		off += (size_t)w;
-	}
-	conn_send_u32(x->conn, SBX_F_STDIN_ACK, x->stream, (uint32_t)len);
-}
-
-static void file_read(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
-{
-	struct sbx_file_stat fs;
-	uint8_t b[SBX_STAT_LEN];
-	struct stat st;
-	struct xfer *x;
-	int fd;
-
-	/* O_NONBLOCK: a FIFO must not block the loop in open() */
-	fd = open(req->path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0) {
-		answer(c, stream, errno);
-		return;
-	}
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		int e = EIO;
-		if (fstat(fd, &st) == 0)
-			e = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		close(fd);
-		answer(c, stream, e);
-		return;
-	}
-	x = xfer_new(c, stream, X_READ);
-	if (!x) {
-		close(fd);
-		return;
-	}
-	x->fd = fd;
-	x->credit = req->credit;
-	fs.size = (uint64_t)st.st_size;
-	fs.mode = st.st_mode & 07777;
-	fs.mtime = (int64_t)st.st_mtim.tv_sec;
-	sbx_stat_encode(&fs, b);
-	conn_send(c, SBX_F_STAT, stream, b, sizeof(b));
-	read_service(x);
-}
-
-static void file_list(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
-{
-	struct xfer *x;
-	DIR *d;
-	int fd;
-
-	fd = open(req->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0 || !(d = fdopendir(fd))) {
-		int e = errno;
-		if (fd >= 0)
-			close(fd);
-		answer(c, stream, e);
-		return;
-	}
-	x = xfer_new(c, stream, X_LIST);
-	if (!x) {
-		closedir(d);
-		return;
-	}
-	x->dir = d;
-	x->credit = req->credit;
-	list_service(x);
-}
-
-static int rm_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
-{
-	(void)sb;
-	(void)ftw;
-	if ((type == FTW_DP || type == FTW_DNR ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT)
-		return errno_code(errno);
-	return 0;
-}
-
-static int file_delete(const struct sbx_file_req *req)
-{
-	struct stat st;
-	int r;
-
-	if (strspn(req->path, "/") == strlen(req->path))
-		return EBUSY; /* the sandbox's root */
-	if (lstat(req->path, &st) < 0)
-		return errno;
-	if (!S_ISDIR(st.st_mode))
-		return unlink(req->path) < 0 ? errno : 0;
-	if (!(req->flags & SBX_FILE_PARENTS))
-		return rmdir(req->path) < 0 ? errno : 0;
-	/* depth first, symlinks removed not followed, other mounts left alone
-	 * (their mount points then stay: EBUSY) */
-	r = nftw(req->path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
-	return r < 0 ? errno : r;
-}
-
-static void on_file(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
-{
-	mode_t mode = req->mode ? req->mode : 0755;
-
-	switch (req->op) {
-	case SBX_FILE_WRITE:
-		file_write(c, stream, req);
-		break;
-	case SBX_FILE_READ:
-		file_read(c, stream, req);
-		break;
-	case SBX_FILE_LIST:
-		file_list(c, stream, req);
-		break;
-	case SBX_FILE_DELETE:
-		answer(c, stream, file_delete(req));
-		break;
-	case SBX_FILE_MKDIR:
-		if (req->flags & SBX_FILE_PARENTS)
-			answer(c, stream, mkdir_p(req->path, mode) < 0 ? errno : 0);
-		else
-			answer(c, stream, mkdir(req->path, mode) < 0 ? errno : 0);
-		break;
-	}
-}
-
-static void on_attach(struct conn *c, uint32_t stream, const struct sbx_attach_req *req)
+void on_attach(struct conn *c, uint32_t stream, const struct sbx_attach_req *req)
 {
 	struct proc *p = bg_find(req->pid);
 	struct xfer *x;
@@ -1420,7 +1006,7 @@ static void on_attach(struct conn *c, uint32_t stream, const struct sbx_attach_r
 	attach_service(x);
 }
 
-static void on_procs(struct conn *c, uint32_t stream)
+void on_procs(struct conn *c, uint32_t stream)
 {
 	char line[SBX_PROC_LINE_MAX];
 
@@ -1450,7 +1036,7 @@ static void on_procs(struct conn *c, uint32_t stream)
 	answer(c, stream, 0);
 }
 
-static void on_pstdin(struct conn *c, uint32_t stream, uint32_t pid, const uint8_t *data, size_t len)
+void on_pstdin(struct conn *c, uint32_t stream, uint32_t pid, const uint8_t *data, size_t len)
 {
 	struct proc *p = bg_find(pid);
 	struct xfer *x;
@@ -1490,7 +1076,7 @@ static void on_pstdin(struct conn *c, uint32_t stream, uint32_t pid, const uint8
 	proc_arm(p);
 }
 
-static void on_psignal(struct conn *c, uint32_t stream, uint32_t pid, uint32_t sig)
+void on_psignal(struct conn *c, uint32_t stream, uint32_t pid, uint32_t sig)
 {
 	struct proc *p = bg_find(pid);
 
@@ -1636,7 +1222,7 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 	}
 }
 
-static void conn_read(struct conn *c)
+void conn_read(struct conn *c)
 {
 	size_t cap = SBX_FRAME_HDR + SBX_FRAME_MAX_PAYLOAD, off = 0;
 	sbx_err err = SBX_ERR_INIT;
@@ -1664,7 +1250,7 @@ static void conn_read(struct conn *c)
 	c->inlen -= off;
 }
 
-static void conn_accept(int lfd)
+void conn_accept(int lfd)
 {
 	struct conn *c;
 	int fd, n = 0;
