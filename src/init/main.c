@@ -24,7 +24,9 @@
  *     directories; data moves in frames as it is sent or credited, so a
  *     file of any size costs a frame's worth of memory.
  * Only libc is used: the binary is static and bind-mounted into every
- * sandbox, whatever its image. */
+ * sandbox, whatever its image.
+ *
+ * init.h lists the files sbx-init is made of and what each one holds. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -33,18 +35,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <dirent.h>
-#include <ftw.h>
-#include <libgen.h>
-#include <sys/uio.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/timerfd.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include "init.h"
