@@ -188,6 +188,30 @@ void note_congestion(struct conn *c)
 
 /* ---- frames from the host ---------------------------------------------- */
 
+uint8_t chan_key[SBX_CHAN_KEY_LEN];
+char chan_id[SBX_CHAN_ID_MAX + 1];
+
+/* Before anything else the host proves it holds this sandbox's key; we
+ * answer with our own proof. Whatever else comes first ends the connection:
+ * something inside the sandbox may connect too (the socket is in its
+ * filesystem), and it gets nothing. */
+static void on_auth(struct conn *c, const struct sbx_frame *f)
+{
+	uint8_t nonce[SBX_CHAN_NONCE_LEN], mac[SBX_CHAN_MAC_LEN];
+
+	if (sbx_auth_decode(f, nonce, mac, NULL) < 0) {
+		conn_kill(c, "a frame before AUTH");
+		return;
+	}
+	if (!sbx_chan_mac_ok(chan_key, "node", c->nonce, chan_id, mac)) {
+		conn_kill(c, "AUTH with a wrong key");
+		return;
+	}
+	c->authed = 1;
+	sbx_chan_mac(chan_key, "init", nonce, chan_id, mac);
+	conn_send(c, SBX_F_AUTH_OK, 0, mac, sizeof(mac));
+}
+
 static void on_frame(struct conn *c, const struct sbx_frame *f)
 {
 	sbx_err err = SBX_ERR_INIT;
@@ -216,9 +240,16 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 	default:
 		break;
 	}
+	if (!c->authed) {
+		on_auth(c, f);
+		return;
+	}
 	switch (f->type) {
 	case SBX_F_PING:
 		conn_send(c, SBX_F_PONG, f->stream, f->payload, f->len);
+		return;
+	case SBX_F_AUTH:
+		conn_kill(c, "AUTH twice");
 		return;
 	case SBX_F_EXEC:
 		if (sbx_exec_decode(f->payload, f->len, &req, &err) < 0) {
@@ -361,9 +392,19 @@ void conn_accept(int lfd)
 	for (c = conns; c; c = c->next)
 		n += !c->dead;
 	if (n >= MAX_CONNS) {
-		logmsg("refusing a channel connection: %d open", n);
-		close(fd);
-		return;
+		/* connections that never proved the key make room (newest
+		 * first in the list, so the oldest such one goes): a process
+		 * inside that opens many cannot lock the host out */
+		struct conn *victim = NULL;
+		for (c = conns; c; c = c->next)
+			if (!c->dead && !c->authed)
+				victim = c;
+		if (!victim) {
+			logmsg("refusing a channel connection: %d open", n);
+			close(fd);
+			return;
+		}
+		conn_kill(victim, "making room: it never authenticated");
 	}
 	c = calloc(1, sizeof(*c));
 	if (c)
@@ -379,5 +420,13 @@ void conn_accept(int lfd)
 	c->next = conns;
 	conns = c;
 	ep_add(fd, &c->w, EPOLLIN);
-	conn_send_u32(c, SBX_F_HELLO, 0, SBX_FRAME_VERSION);
+	{
+		uint8_t hello[SBX_HELLO_LEN];
+		if (sbx_chan_random(c->nonce, sizeof(c->nonce), NULL) < 0) {
+			conn_kill(c, "no random nonce");
+			return;
+		}
+		sbx_hello_encode(c->nonce, hello);
+		conn_send(c, SBX_F_HELLO, 0, hello, sizeof(hello));
+	}
 }

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <dirent.h>
 #include <sys/types.h>
+#include "chanauth.h"
 #include "frame.h"
 
 #define READ_CHUNK (64 * 1024)
@@ -46,6 +47,8 @@ struct conn {
 	int dead; /* dropped at the end of the loop iteration */
 	int want_out;
 	int congested;
+	int authed;      /* the host proved it holds this sandbox's key (AUTH) */
+	uint8_t nonce[SBX_CHAN_NONCE_LEN]; /* sent in HELLO, signed in AUTH */
 	uint8_t *in;
 	size_t inlen;
 	struct buf out;
@@ -112,6 +115,10 @@ void close_watched(int *fd, int *armed);
 
 /* conn.c */
 extern struct conn *conns;
+/* This sandbox's channel key and the id the handshake names (from the
+ * environment at start: chanauth.h). */
+extern uint8_t chan_key[SBX_CHAN_KEY_LEN];
+extern char chan_id[SBX_CHAN_ID_MAX + 1];
 size_t buf_pending(const struct buf *b);
 int buf_reserve(struct buf *b, size_t n);
 void buf_free(struct buf *b);

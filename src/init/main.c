@@ -1,11 +1,14 @@
 /* sbx-init: PID 1 inside every sandbox, and the node agent's channel into it.
  *
- *   sbx-init --channel /run/sbx/channel.sock [--quiet]
+ *   SBX_CHANNEL_KEY=HEX SBX_SANDBOX_ID=ID sbx-init --channel /run/sbx/channel.sock
+ *       [--procs-dir DIR] [--proc-log-max BYTES] [--quiet]
  *
- * It listens on a unix socket in a directory bind-mounted from the host
- * (runsc --host-uds=create makes the socket a real host socket), so the node
- * agent connects whenever it (re)starts: nothing inside needs to notice a
- * node agent restart. Frames are those of src/lib/frame.h, validated strictly
+ * It listens on a unix socket in a directory of the sandbox's own disk that
+ * is bind-mounted at /run/sbx (runsc --host-uds=create makes the socket a
+ * real host socket), so the node agent connects whenever it (re)starts:
+ * nothing inside needs to notice a node agent restart. Each connection starts
+ * with the v3 handshake (frame.h): the host and sbx-init prove they hold this
+ * sandbox's key, so a connection that reached the wrong socket fails. Frames are those of src/lib/frame.h, validated strictly
  * in both directions. One epoll loop serves every connection and process:
  *   - EXEC forks a process in its own session / process group, with pipes
  *     for stdin, stdout and stderr; output is forwarded as it is read (one
@@ -287,6 +290,28 @@ static void procs_dir_init(void)
 	closedir(dir);
 }
 
+/* The channel key and sandbox id come in the environment (chanauth.h),
+ * which is then cleared of them: no command inherits them. */
+static int channel_key_init(void)
+{
+	const char *key = getenv(SBX_CHAN_KEY_ENV), *id = getenv(SBX_CHAN_ID_ENV);
+	size_t n = id ? strlen(id) : 0;
+
+	if (sbx_chan_key_parse(key, chan_key, NULL) < 0) {
+		logmsg("%s is missing or not %d hex characters: nobody could talk to us", SBX_CHAN_KEY_ENV,
+		       SBX_CHAN_KEY_HEX);
+		return -1;
+	}
+	if (n == 0 || n > SBX_CHAN_ID_MAX || strspn(id, "0123456789abcdefghijklmnopqrstuvwxyz-") != n) {
+		logmsg("%s is missing or malformed", SBX_CHAN_ID_ENV);
+		return -1;
+	}
+	memcpy(chan_id, id, n + 1);
+	unsetenv(SBX_CHAN_KEY_ENV);
+	unsetenv(SBX_CHAN_ID_ENV);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *channel = NULL;
@@ -311,6 +336,8 @@ int main(int argc, char **argv)
 	}
 	if (!channel)
 		usage();
+	if (channel_key_init() < 0)
+		return 1;
 	close_inherited();
 	/* the pipes given to commands must never land on 0-2 (dup2 onto
 	 * itself would keep O_CLOEXEC): make sure 0-2 are taken */

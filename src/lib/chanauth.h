@@ -16,6 +16,7 @@
 /* The environment variables sbx-init reads (and removes) at start. */
 #define SBX_CHAN_KEY_ENV "SBX_CHANNEL_KEY"
 #define SBX_CHAN_ID_ENV "SBX_SANDBOX_ID"
+#define SBX_CHAN_ID_MAX 64 /* the id the handshake names: [0-9a-z-], 1..64 */
 
 /* mac = BLAKE2b-256(key; "sbx-chan3 " role nonce id); role "node" or "init". */
 void sbx_chan_mac(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,

@@ -54,6 +54,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include "chanauth.h"
 #include "frame.h"
 
 static int sock = -1;
@@ -134,21 +135,25 @@ static void next_frame(struct sbx_frame *f)
 	}
 }
 
+/* The channel key and sandbox id, as the node agent has them: from the
+ * environment (SBX_CHANNEL_KEY, SBX_SANDBOX_ID), like sbx-init's. */
 static void connect_to(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct sbx_frame f;
-	uint32_t v;
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	const char *id = getenv(SBX_CHAN_ID_ENV);
+	sbx_err err = SBX_ERR_INIT;
 
+	if (sbx_chan_key_parse(getenv(SBX_CHAN_KEY_ENV), key, &err) < 0 || !id)
+		die(2, "set %s and %s as sbx-init has them", SBX_CHAN_KEY_ENV, SBX_CHAN_ID_ENV);
 	if (strlen(path) >= sizeof(sa.sun_path))
 		die(2, "socket path too long");
 	strcpy(sa.sun_path, path);
 	sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (sock < 0 || connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 		die(3, "connect %s: %s", path, strerror(errno));
-	next_frame(&f);
-	if (f.type != SBX_F_HELLO || sbx_frame_decode_u32(&f, &v, NULL) < 0 || v != SBX_FRAME_VERSION)
-		die(3, "expected HELLO version %d", SBX_FRAME_VERSION);
+	if (sbx_chan_client_handshake(sock, key, id, 5000, &err) < 0)
+		die(3, "%s", err.msg);
 }
 
 static void msleep(long ms)

@@ -369,6 +369,14 @@ key_id_of_token() {
 # A well-formed id that does not exist.
 random_id() { od -An -tx1 -N12 /dev/urandom | tr -d ' \n'; }
 
+# chan_key_env: a channel key and sandbox id for an sbx-init the test starts
+# itself, exported as sbx-init and initctl read them (src/lib/chanauth.h).
+chan_key_env() {
+	SBX_CHANNEL_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
+	SBX_SANDBOX_ID=$(random_id)
+	export SBX_CHANNEL_KEY SBX_SANDBOX_ID
+}
+
 # wait_until SECONDS CMD...: polls CMD every 0.2 s; fails after SECONDS.
 wait_until() {
 	local secs=$1 deadline

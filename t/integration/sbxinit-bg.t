@@ -21,6 +21,7 @@ plan 42
 T=$T_TMP
 SOCK=$T/channel.sock
 P=$T/procs
+chan_key_env
 "$INIT" --channel "$SOCK" --procs-dir "$P" 2> "$T/init.log" &
 INITPID=$!
 BGPIDS=()
@@ -176,9 +177,10 @@ c attach "$fpid" 2> "$T/err" > /dev/null
 like "$(cat "$T/err")" 'errno=3 ' "... the oldest are forgotten"
 ok '[ ! -e "$P/$fpid.log" ] && [ "$(ls "$P" | wc -l)" -le 257 ]' "... and their logs removed"
 
-python3 - "$SOCK" << 'PY'
-import socket, struct, sys
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5); s.recv(13)
+python3 - "$SOCK" "$(dirname "$0")" << 'PY'
+import struct, sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
+s = connect(sys.argv[1])
 p = struct.pack(">IQII", 1, 0, 2, 0)   # unknown ATTACH flag
 s.sendall(struct.pack(">IBI", len(p) + 5, 7, 1) + p)
 sys.exit(0 if s.recv(100) == b"" else 1)

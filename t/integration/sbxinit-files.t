@@ -20,6 +20,7 @@ T=$T_TMP
 SOCK=$T/channel.sock
 D=$T/root
 mkdir -p "$D"
+chan_key_env
 "$INIT" --channel "$SOCK" --procs-dir "$T/procs" 2> "$T/init.log" &
 INITPID=$!
 cleanup() {
@@ -81,9 +82,10 @@ printf 'x' | c put "$D/afile/sub" 2> "$T/err"
 like "$(cat "$T/err")" 'errno=20 ' "a file as parent is ENOTDIR"
 
 # the writer goes away in the middle: no temp file, no target
-python3 - "$SOCK" "$D/dropped" << 'PY'
-import socket, struct, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5); s.recv(13)
+python3 - "$SOCK" "$D/dropped" "$(dirname "$0")" << 'PY'
+import struct, sys, time; sys.path.insert(0, sys.argv[3])
+from chanlib import connect
+s = connect(sys.argv[1])
 def fr(t, st, p): return struct.pack(">IBI", len(p) + 5, t, st) + p
 s.sendall(fr(6, 1, struct.pack(">IIII", 1, 0, 0, 0) + sys.argv[2].encode() + b"\0"))
 s.sendall(fr(3, 1, b"partial" * 1000))
@@ -159,12 +161,13 @@ like "$(cat "$T/err")" 'errno=16 ' "the root cannot be deleted (EBUSY)"
 
 # ---- malformed ---------------------------------------------------------------
 T_SECTION=malformed
-python3 - "$SOCK" << 'PY'
-import socket, struct, sys
+python3 - "$SOCK" "$(dirname "$0")" << 'PY'
+import struct, sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
 bad = [b"/a\0b\0", b"rel\0", b"/a"]
 res = 0
 for path in bad:
-    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5); s.recv(13)
+    s = connect(sys.argv[1])
     p = struct.pack(">IIII", 2, 0, 0, 0) + path
     s.sendall(struct.pack(">IBI", len(p) + 5, 6, 1) + p)
     if s.recv(100) != b"":

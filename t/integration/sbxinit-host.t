@@ -15,11 +15,12 @@ CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
 [ -x "$INIT" ] || bail "no $INIT (make)"
 [ -x "$CTL" ] || bail "no $CTL (make check builds it)"
 
-plan 44
+plan 47
 
 T=$T_TMP
 SOCK=$T/channel.sock
 # fd 7: an inherited descriptor that must not reach the commands
+chan_key_env
 "$INIT" --channel "$SOCK" --procs-dir "$T/procs" 2> "$T/init.log" 7> "$T/inherited" &
 INITPID=$!
 BGPIDS=()
@@ -199,25 +200,54 @@ ctl --background --quit-on-output -- sh -c "echo started; sleep 1; touch $T/bg-s
 wait_until 10 test -e "$T/bg-survived"
 ok $? "a background process keeps running after its channel closed"
 
-python3 - "$SOCK" << 'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.settimeout(5)
-hello = s.recv(13)
+CHANLIB=$(dirname "$0")
+python3 - "$SOCK" "$CHANLIB" << 'EOF'
+import sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
+s = connect(sys.argv[1])
 # a frame of unknown type 0x42: sbx-init must close the connection
 s.sendall(b"\x00\x00\x00\x05\x42\x00\x00\x00\x01")
 data = s.recv(100)
-sys.exit(0 if hello[4] == 0x87 and data == b"" else 1)
+sys.exit(0 if data == b"" else 1)
 EOF
 ok $? "a malformed frame from the host closes the connection"
 
-python3 - "$SOCK" << 'EOF'
-import socket, sys
-s = socket.socket(socket.AF_UNIX)
-s.connect(sys.argv[1])
-s.settimeout(5)
-s.recv(13)
+# The handshake: nothing is served before the host proved the key.
+python3 - "$SOCK" "$CHANLIB" << 'EOF'
+import socket, sys; sys.path.insert(0, sys.argv[2])
+from chanlib import frame, read_frame
+s = socket.socket(socket.AF_UNIX); s.settimeout(5); s.connect(sys.argv[1])
+t, st, p = read_frame(s)
+# a PING before AUTH: closed, no PONG
+s.sendall(frame(0x01, 0, b"cookie"))
+sys.exit(0 if t == 0x87 and len(p) == 20 and s.recv(100) == b"" else 1)
+EOF
+ok $? "a request before AUTH closes the connection unanswered"
+python3 - "$SOCK" "$CHANLIB" << 'EOF'
+import os, socket, sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
+try:
+    connect(sys.argv[1], key=os.urandom(32).hex())
+except (EOFError, ValueError, OSError):
+    sys.exit(0)
+sys.exit(1)
+EOF
+ok $? "AUTH with another key (another sandbox's) is refused: the connection closes"
+python3 - "$SOCK" "$CHANLIB" << 'EOF'
+import sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
+try:
+    connect(sys.argv[1], sid="0" * 24)
+except (EOFError, ValueError, OSError):
+    sys.exit(0)
+sys.exit(1)
+EOF
+ok $? "AUTH naming another sandbox id is refused"
+
+python3 - "$SOCK" "$CHANLIB" << 'EOF'
+import sys; sys.path.insert(0, sys.argv[2])
+from chanlib import connect
+s = connect(sys.argv[1])
 # EXEC with argc 0
 p = b"\0" * 12 + b"\x00\x00\x00\x00" + b"/\0"
 s.sendall(len(p + b"\0" * 5).to_bytes(4, "big") + b"\x02\x00\x00\x00\x01" + p)

@@ -45,16 +45,18 @@ cp "$BUSYBOX" "$R/bin/busybox"
 for c in sh true echo cat sleep ps printf head wc ls; do ln -s busybox "$R/bin/$c"; done
 
 # ---- the bundle ------------------------------------------------------------
+chan_key_env
 (cd "$BUNDLE" && runsc spec -- /sbx-init --channel /run/sbx/channel.sock --quiet) ||
 	bail "runsc spec failed"
 python3 - "$BUNDLE/config.json" "$CHAN" << 'EOF' || bail "cannot edit config.json"
-import json, sys
+import json, os, sys
 path, chan = sys.argv[1], sys.argv[2]
 c = json.load(open(path))
 c["root"] = {"path": "rootfs", "readonly": True}
 c["process"]["terminal"] = False
 c["process"]["cwd"] = "/"
-c["process"]["env"] = ["PATH=/bin"]
+c["process"]["env"] = ["PATH=/bin", "SBX_CHANNEL_KEY=" + os.environ["SBX_CHANNEL_KEY"],
+                      "SBX_SANDBOX_ID=" + os.environ["SBX_SANDBOX_ID"]]
 c["hostname"] = "sbxinit-probe"
 c["mounts"].append({"destination": "/run/sbx", "type": "bind", "source": chan,
                     "options": ["rbind", "rw", "nosuid", "nodev", "noexec"]})

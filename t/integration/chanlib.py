@@ -1,0 +1,54 @@
+"""The host's side of the sbx-init channel handshake (protocol v3,
+src/lib/frame.h and chanauth.h), for tests that speak raw frames: connect()
+returns a socket on which sbx-init has proved it holds the key, ready for
+requests. The key and sandbox id come from SBX_CHANNEL_KEY / SBX_SANDBOX_ID
+unless given. BLAKE2b keyed (hashlib) is libsodium's crypto_generichash."""
+import hashlib, os, socket, struct
+
+VERSION = 3
+HELLO, AUTH, AUTH_OK = 0x87, 0x0B, 0x8A
+
+
+def mac(key, role, nonce, sid):
+    data = b"sbx-chan3 " + role.encode() + b"\0" + nonce + sid.encode()
+    return hashlib.blake2b(data, digest_size=32, key=key).digest()
+
+
+def frame(t, stream, payload=b""):
+    return struct.pack(">IBI", len(payload) + 5, t, stream) + payload
+
+
+def recv_exact(s, n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise EOFError("channel closed")
+        b += c
+    return b
+
+
+def read_frame(s):
+    ln, t, st = struct.unpack(">IBI", recv_exact(s, 9))
+    return t, st, recv_exact(s, ln - 5)
+
+
+def handshake(s, key=None, sid=None):
+    key = bytes.fromhex(key or os.environ["SBX_CHANNEL_KEY"])
+    sid = sid or os.environ["SBX_SANDBOX_ID"]
+    t, st, p = read_frame(s)
+    if t != HELLO or st != 0 or len(p) != 20 or struct.unpack(">I", p[:4])[0] != VERSION:
+        raise ValueError("not a v3 HELLO")
+    nonce_n = os.urandom(16)
+    s.sendall(frame(AUTH, 0, nonce_n + mac(key, "node", p[4:], sid)))
+    t, st, p = read_frame(s)
+    if t != AUTH_OK or p != mac(key, "init", nonce_n, sid):
+        raise ValueError("sbx-init did not prove the key")
+    return s
+
+
+def connect(path, key=None, sid=None, timeout=5):
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(timeout)
+    s.connect(path)
+    return handshake(s, key, sid)
