@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "err.h"
 #include "frame.h"
 #include "log.h"
@@ -92,14 +93,6 @@ static bool path_ok(const char *s)
 		if (!(isalnum((unsigned char)*p) || strchr("/._-+", *p)))
 			return false;
 	return true;
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 static void sleep_ms(long ms)
@@ -198,7 +191,7 @@ static int run(const char *const argv[], const struct run_opts *ro, struct cmd_o
 	static const struct run_opts defaults = { false, -1, 0, false };
 	cleanup_close int out = -1, errs = -1, null = -1, pfd = -1;
 	int timeout, st = 0;
-	long deadline;
+	long long deadline;
 	pid_t pid, parent;
 
 	if (!ro)
@@ -251,7 +244,7 @@ static int run(const char *const argv[], const struct run_opts *ro, struct cmd_o
 		_exit(127);
 	}
 	pfd = pidfd_open_(pid);
-	deadline = now_ms() + timeout;
+	deadline = sbx_now_ms() + timeout;
 	for (;;) {
 		pid_t r = waitpid(pid, &st, WNOHANG);
 		if (r == pid)
@@ -271,7 +264,7 @@ static int run(const char *const argv[], const struct run_opts *ro, struct cmd_o
 			if (done)
 				break;
 		}
-		if (now_ms() >= deadline) {
+		if (sbx_now_ms() >= deadline) {
 			/* Its own group when launched with setsid. */
 			if (ro->launcher)
 				kill(-pid, SIGKILL);
@@ -1107,14 +1100,14 @@ static int write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_s
 }
 
 static int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		       const struct sandbox_paths *p, long deadline, sbx_err *err)
+		       const struct sandbox_paths *p, long long deadline, sbx_err *err)
 {
 	char logflag[700], pidfile[600], console[600], tail[TAIL_MAX], bundleflag[600], pidflag[700];
 	const char *argv[24];
 	cleanup_close int cfd = -1;
 	cleanup_cmd struct cmd_out o = { 0 };
 	struct run_opts ro = { true, -1, 0, false };
-	long left = deadline - now_ms();
+	long long left = deadline - sbx_now_ms();
 
 	snprintf(logflag, sizeof(logflag), "--log=%s/runsc.log", p->dir);
 	sub_path(p, "sandbox.pid", pidfile, sizeof(pidfile));
@@ -1157,7 +1150,7 @@ static int chan_connect_once(const char *sock, int timeout_ms, int *out, sbx_err
 	cleanup_close int fd = -1;
 	uint8_t buf[64];
 	size_t got = 0;
-	long deadline = now_ms() + timeout_ms;
+	long deadline = sbx_now_ms() + timeout_ms;
 	uint32_t ver;
 
 	if (strlen(sock) >= sizeof(a.sun_path))
@@ -1170,7 +1163,7 @@ static int chan_connect_once(const char *sock, int timeout_ms, int *out, sbx_err
 		return sbx_err_sys(err, "sandbox", "connect %s", sock);
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		long left = deadline - now_ms();
+		long left = deadline - sbx_now_ms();
 		ssize_t r;
 
 		if (left <= 0)
@@ -1211,15 +1204,15 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 	if (!have_init(c))
 		return sbx_err_set(err, 500, "no_init", "sandboxes run without sbx-init (init_path is empty)");
 	sandbox_paths(c, id, &p);
-	deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
+	deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
 	for (;;) {
-		long left = deadline - now_ms();
+		long left = deadline - sbx_now_ms();
 		if (chan_connect_once(p.chan_sock, left > 0 ? (int)left : 1, fd, err) == 0)
 			return 0;
 		pid = read_pidfile(&p);
 		if (pid > 0 && !sentry_alive(pid, id))
 			return sbx_err_set(err, 500, "sandbox", "sandbox died before sbx-init answered");
-		if (now_ms() >= deadline)
+		if (sbx_now_ms() >= deadline)
 			return sbx_err_ctx(err, "sbx-init not up within %d ms", timeout_ms);
 		sleep_ms(5);
 	}
@@ -1372,7 +1365,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	json_t *image_env = NULL;
 	struct net_sandbox ns;
 	const char *step = "";
-	long deadline = now_ms() + (c->start_timeout_ms > 0 ? c->start_timeout_ms : DEFAULT_START_TIMEOUT_MS);
+	long long deadline = sbx_now_ms() + (c->start_timeout_ms > 0 ? c->start_timeout_ms : DEFAULT_START_TIMEOUT_MS);
 	struct stat st;
 
 	if (check_cfg(c, s->id, err) < 0)
@@ -1427,7 +1420,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		goto fail;
 	step = "sbx-init";
 	if (have_init(c)) {
-		int fd, left = (int)(deadline - now_ms());
+		int fd, left = (int)(deadline - sbx_now_ms());
 		if (sandbox_connect(c, s->id, left > 100 ? left : 100, &fd, err) < 0)
 			goto fail;
 		close(fd);
