@@ -2,6 +2,7 @@
 # and the test drivers (t/sandbox, t/net) link it rather than compile it again.
 noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
+	workers/host.c workers/host.h \
 	workers/net.c workers/net.h \
 	workers/sandbox.c workers/sandbox.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)

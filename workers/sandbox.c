@@ -9,8 +9,7 @@
  * having been written: they look. A failed start calls the same teardown as
  * destroy, which undoes whatever exists, last made first.
  *
- * Tools run as child processes (fork + execve with an argv, never a shell);
- * their output goes to memfds so no pipe fills up. */
+ * Tools (mkfs, runsc) run through host.c's runner. */
 #include "config.h"
 #include <ctype.h>
 #include <dirent.h>
@@ -43,20 +42,20 @@
 #include "clock.h"
 #include "err.h"
 #include "frame.h"
+#include "host.h"
 #include "log.h"
 #include "sandbox.h"
 
 #define DEFAULT_START_TIMEOUT_MS 30000
-#define TOOL_TIMEOUT_MS 60000
 #define DESTROY_TIMEOUT_MS 20000
 #define CGROUP_ROOT "/sys/fs/cgroup"
 #define CGROUP_PARENT "sbx"
 #define INIT_IN_SANDBOX "/.sbx/sbx-init"
 #define CHAN_IN_SANDBOX "/run/sbx"
 #define CHAN_SOCK_NAME "channel.sock"
-#define TAIL_MAX 300
 
-static const char *const tool_env[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
+/* How mkfs and runsc run when nothing special is asked. */
+static const struct host_run_opts tool_opts = HOST_RUN_OPTS("sandbox");
 
 /* ---- small helpers ----------------------------------------------------- */
 
@@ -93,238 +92,6 @@ static bool path_ok(const char *s)
 		if (!(isalnum((unsigned char)*p) || strchr("/._-+", *p)))
 			return false;
 	return true;
-}
-
-static void sleep_ms(long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
-}
-
-static char *read_fd_all(int fd, size_t max)
-{
-	struct stat st;
-	size_t len, got = 0;
-	off_t off = 0;
-	char *buf;
-
-	if (fstat(fd, &st) < 0)
-		return strdup("");
-	len = (size_t)st.st_size;
-	if (len > max) {
-		off = (off_t)(len - max);
-		len = max;
-	}
-	if (!(buf = malloc(len + 1)))
-		return NULL;
-	while (got < len) {
-		ssize_t r = pread(fd, buf + got, len - got, off + (off_t)got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = 0;
-	return buf;
-}
-
-/* The last line(s) of a tool's output, flattened, for err messages. */
-static void tail_of(const char *s, char *out, size_t outsz)
-{
-	size_t n = s ? strlen(s) : 0, start;
-	size_t j = 0;
-
-	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == ' '))
-		n--;
-	start = n > outsz - 1 ? n - (outsz - 1) : 0;
-	for (size_t i = start; i < n && j + 1 < outsz; i++)
-		out[j++] = s[i] == '\n' || s[i] == '\t' ? ' ' : s[i];
-	out[j] = 0;
-}
-
-static void file_tail(const char *path, char *out, size_t outsz)
-{
-	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	cleanup_free char *s = NULL;
-
-	out[0] = 0;
-	if (fd < 0 || !(s = read_fd_all(fd, 4096)))
-		return;
-	tail_of(s, out, outsz);
-}
-
-/* ---- running tools ----------------------------------------------------- */
-
-struct run_opts {
-	bool launcher;     /* setsid + own mount namespace with a tmpfs on /proc/sys/net */
-	int out_fd;        /* >= 0: the child's stdout and stderr (not captured) */
-	int timeout_ms;    /* <= 0: TOOL_TIMEOUT_MS */
-	bool reap_all;     /* reap every other child while waiting: sentries and gofers
-	                    * are ours (subreaper) and runsc waits for them to go */
-};
-
-struct cmd_out {
-	int status; /* exit status, or 128 + signal */
-	char *out, *errs;
-};
-
-static void cmd_out_freep(struct cmd_out *o)
-{
-	free(o->out);
-	free(o->errs);
-	o->out = o->errs = NULL;
-}
-#define cleanup_cmd _cleanup_(cmd_out_freep)
-
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-/* Runs argv (argv[0] an absolute path); fills o. < 0 only when the command
- * could not be run or had to be killed for its time. */
-static int run(const char *const argv[], const struct run_opts *ro, struct cmd_out *o, sbx_err *err)
-{
-	static const struct run_opts defaults = { false, -1, 0, false };
-	cleanup_close int out = -1, errs = -1, null = -1, pfd = -1;
-	int timeout, st = 0;
-	long long deadline;
-	pid_t pid, parent;
-
-	if (!ro)
-		ro = &defaults;
-	memset(o, 0, sizeof(*o));
-	timeout = ro->timeout_ms > 0 ? ro->timeout_ms : TOOL_TIMEOUT_MS;
-	null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	if (ro->out_fd < 0) {
-		out = memfd_create("sbx-sandbox-out", MFD_CLOEXEC);
-		errs = memfd_create("sbx-sandbox-err", MFD_CLOEXEC);
-	}
-	if (null < 0 || (ro->out_fd < 0 && (out < 0 || errs < 0)))
-		return sbx_err_sys(err, "sandbox", "open output for %s", argv[0]);
-	parent = getpid();
-	pid = fork();
-	if (pid < 0)
-		return sbx_err_sys(err, "sandbox", "fork");
-	if (pid == 0) {
-		int ofd = ro->out_fd >= 0 ? ro->out_fd : out, efd = ro->out_fd >= 0 ? ro->out_fd : errs;
-
-		/* Only async-signal-safe calls between fork and execve. The
-		 * signal mask and dispositions of the caller are not ours to keep. */
-		sigset_t none;
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGPIPE, SIG_DFL);
-		/* A tool never outlives its caller: a start killed mid-way must
-		 * not go on making things after a destroy has looked. */
-		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			_exit(126);
-		if (dup2(null, 0) < 0 || dup2(ofd, 1) < 0 || dup2(efd, 2) < 0)
-			_exit(126);
-		if (ro->launcher) {
-			/* Own session: a signal to the caller's group never reaches
-			 * runsc or its gofer. Own mount namespace with a tmpfs over
-			 * /proc/sys/net: runsc's "am I in the root netns" test looks
-			 * for /proc/sys/net/core/rmem_default, which this kernel has
-			 * in every netns (DESIGN.md). Slave, so the host's umounts
-			 * still reach the copies this namespace holds. */
-			static const char m1[] = "sandbox launcher: setsid/unshare/mount failed\n";
-			if (setsid() < 0 || unshare(CLONE_NEWNS) < 0 ||
-			    mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
-			    mount("tmpfs", "/proc/sys/net", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-				  "size=4k,mode=0555") < 0) {
-				(void)!write(2, m1, sizeof(m1) - 1);
-				_exit(126);
-			}
-		}
-		execve(argv[0], (char *const *)argv, (char *const *)tool_env);
-		_exit(127);
-	}
-	pfd = pidfd_open_(pid);
-	deadline = sbx_now_ms() + timeout;
-	for (;;) {
-		pid_t r = waitpid(pid, &st, WNOHANG);
-		if (r == pid)
-			break;
-		if (r < 0 && errno != EINTR)
-			return sbx_err_sys(err, "sandbox", "waitpid %s", argv[0]);
-		if (ro->reap_all) {
-			int st2;
-			pid_t q;
-			bool done = false;
-			while ((q = waitpid(-1, &st2, WNOHANG)) > 0) {
-				if (q == pid) {
-					st = st2;
-					done = true;
-				}
-			}
-			if (done)
-				break;
-		}
-		if (sbx_now_ms() >= deadline) {
-			/* Its own group when launched with setsid. */
-			if (ro->launcher)
-				kill(-pid, SIGKILL);
-			kill(pid, SIGKILL);
-			while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-				;
-			return sbx_err_set(err, 500, "sandbox", "%s did not finish within %d ms",
-					   argv[0], timeout);
-		}
-		if (pfd >= 0) {
-			struct pollfd p = { pfd, POLLIN, 0 };
-			poll(&p, 1, ro->reap_all ? 5 : 50);
-		} else {
-			sleep_ms(5);
-		}
-	}
-	o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	if (ro->out_fd < 0) {
-		o->out = read_fd_all(out, 1 << 20);
-		o->errs = read_fd_all(errs, 1 << 20);
-		if (!o->out || !o->errs) {
-			cmd_out_freep(o);
-			return sbx_err_set(err, 500, "sandbox", "out of memory");
-		}
-	}
-	return 0;
-}
-
-/* run(), and a non-zero exit is an error naming the step and the tail of the
- * tool's stderr. */
-static int run_ok(const char *step, const char *const argv[], const struct run_opts *ro,
-		  struct cmd_out *o, sbx_err *err)
-{
-	char tail[TAIL_MAX];
-
-	if (run(argv, ro, o, err) < 0)
-		return sbx_err_ctx(err, "%s", step);
-	if (o->status != 0) {
-		tail_of(o->errs && *o->errs ? o->errs : o->out, tail, sizeof(tail));
-		sbx_err_set(err, 500, "sandbox", "%s: %s exited %d: %s", step, argv[0], o->status, tail);
-		cmd_out_freep(o);
-		return -1;
-	}
-	return 0;
-}
-
-static const char *tool(const char *name)
-{
-	static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
-	static char paths[4][64];
-	static int slot;
-	char *p = paths[slot++ % 4];
-
-	for (size_t i = 0; i < SBX_ARRAY_LEN(dirs); i++) {
-		snprintf(p, 64, "%s/%s", dirs[i], name);
-		if (access(p, X_OK) == 0)
-			return p;
-	}
-	snprintf(p, 64, "/usr/bin/%s", name);
-	return p;
 }
 
 /* ---- paths --------------------------------------------------------------- */
@@ -427,7 +194,7 @@ static int loop_mount(const char *img, const char *mnt, sbx_err *err)
 		snprintf(dev, sizeof(dev), "/dev/loop%d", n);
 		/* devtmpfs makes the node; give it a moment */
 		for (int i = 0; i < 50 && (lfd = open(dev, O_RDWR | O_CLOEXEC)) < 0 && errno == ENOENT; i++)
-			sleep_ms(2);
+			host_sleep_ms(2);
 		if (lfd < 0)
 			return sbx_err_sys(err, "sandbox", "open %s", dev);
 		memset(&lc, 0, sizeof(lc));
@@ -501,13 +268,6 @@ static int mounts_under(const char *dir, char ***out, size_t *n)
 	return 0;
 }
 
-static void strv_free(char **v, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* Unmounts everything at or below dir. A busy mount is detached lazily (the
  * container is gone by then; what holds it is a namespace on its way out). */
 static int umount_all(const char *dir, sbx_err *err)
@@ -528,14 +288,14 @@ static int umount_all(const char *dir, sbx_err *err)
 				busy = true;
 				if (pass == 2 && umount2(m[i], UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
 					sbx_err_sys(err, "sandbox", "umount %s", m[i]);
-					strv_free(m, n);
+					host_strv_free(m, n);
 					return -1;
 				}
 			}
 		}
-		strv_free(m, n);
+		host_strv_free(m, n);
 		if (busy)
-			sleep_ms(100);
+			host_sleep_ms(100);
 	}
 	return 0;
 }
@@ -608,11 +368,11 @@ static int loops_free(const char *dir, sbx_err *err)
 			}
 		}
 		free(devs);
-		strv_free(files, n);
+		host_strv_free(files, n);
 		if (n == 0)
 			return 0;
 		/* a dying sandbox's mount namespace may still hold the mount */
-		sleep_ms(100);
+		host_sleep_ms(100);
 	}
 	return sbx_err_set(err, 500, "sandbox", "a loop device of %s stays attached", dir);
 }
@@ -761,7 +521,7 @@ static int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, s
 {
 	struct sandbox_paths p;
 	const char *argv[16];
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	char *save = NULL, *tok;
 
 	*ids = NULL;
@@ -770,7 +530,7 @@ static int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, s
 	if (access(p.runsc_root, F_OK) < 0)
 		return 0;
 	runsc_argv(c, &p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "list", "-quiet", NULL);
-	if (run_ok("runsc list", argv, NULL, &o, err) < 0)
+	if (host_run_ok("runsc list", argv, &tool_opts, &o, err) < 0)
 		return -1;
 	for (tok = strtok_r(o.out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
 		char **nv = realloc(*ids, (*n + 1) * sizeof(char *));
@@ -792,7 +552,7 @@ static bool runsc_has(const struct sandbox_node_cfg *c, const char *id, sbx_err 
 	for (size_t i = 0; i < n; i++)
 		if (ids[i] && strcmp(ids[i], id) == 0)
 			has = true;
-	strv_free(ids, n);
+	host_strv_free(ids, n);
 	return has;
 }
 
@@ -811,7 +571,7 @@ static void cgroups_remove(const char *id)
 		char p[300];
 		cgroup_path(cgroup_ctrls[i], id, p, sizeof(p));
 		for (int t = 0; t < 20 && rmdir(p) < 0 && errno == EBUSY; t++)
-			sleep_ms(50);
+			host_sleep_ms(50);
 	}
 }
 
@@ -1024,8 +784,8 @@ static int write_intent(const struct sandbox_node_cfg *c, const struct sandbox_s
 static int make_disk(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_err *err)
 {
 	cleanup_close int fd = -1;
-	cleanup_cmd struct cmd_out o = { 0 };
-	const char *mkfs[] = { tool("mkfs.ext4"), "-q", "-F", "-m", "0", "-O", "^has_journal",
+	cleanup_host_out struct host_out o = { 0 };
+	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
 			       "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0",
 			       p->disk_img, NULL };
 	char up[600];
@@ -1036,7 +796,7 @@ static int make_disk(const struct sandbox_spec *s, const struct sandbox_paths *p
 	if (ftruncate(fd, (off_t)s->disk_gb << 30) < 0)
 		return sbx_err_sys(err, "sandbox", "disk image of %d GB", s->disk_gb);
 	close(sbx_steal_fd(&fd));
-	if (run_ok("mkfs.ext4", mkfs, NULL, &o, err) < 0)
+	if (host_run_ok("mkfs.ext4", mkfs, &tool_opts, &o, err) < 0)
 		return -1;
 	if (mkdir(p->disk_mnt, 0700) < 0)
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p->disk_mnt);
@@ -1102,11 +862,11 @@ static int write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_s
 static int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
 		       const struct sandbox_paths *p, long long deadline, sbx_err *err)
 {
-	char logflag[700], pidfile[600], console[600], tail[TAIL_MAX], bundleflag[600], pidflag[700];
+	char logflag[700], pidfile[600], console[600], tail[HOST_TAIL_MAX], bundleflag[600], pidflag[700];
 	const char *argv[24];
 	cleanup_close int cfd = -1;
-	cleanup_cmd struct cmd_out o = { 0 };
-	struct run_opts ro = { true, -1, 0, false };
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
 	long long left = deadline - sbx_now_ms();
 
 	snprintf(logflag, sizeof(logflag), "--log=%s/runsc.log", p->dir);
@@ -1119,19 +879,20 @@ static int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_sp
 	cfd = open(console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (cfd < 0)
 		return sbx_err_sys(err, "sandbox", "create %s", console);
+	ro.launcher = true;
 	ro.out_fd = cfd;
 	ro.timeout_ms = left > 1000 ? (int)left : 1000;
 	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), "run", "--detach",
 		   bundleflag, pidflag, s->id, NULL);
-	if (run(argv, &ro, &o, err) < 0) {
-		file_tail(console, tail, sizeof(tail));
+	if (host_run(argv, &ro, &o, err) < 0) {
+		host_file_tail(console, tail, sizeof(tail));
 		return sbx_err_ctx(err, "runsc run (%s)", tail);
 	}
 	if (o.status != 0) {
-		file_tail(console, tail, sizeof(tail));
+		host_file_tail(console, tail, sizeof(tail));
 		if (!tail[0]) {
 			snprintf(logflag, sizeof(logflag), "%s/runsc.log", p->dir);
-			file_tail(logflag, tail, sizeof(tail));
+			host_file_tail(logflag, tail, sizeof(tail));
 		}
 		return sbx_err_set(err, 500, "sandbox", "runsc run exited %d: %s", o.status, tail);
 	}
@@ -1214,7 +975,7 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 			return sbx_err_set(err, 500, "sandbox", "sandbox died before sbx-init answered");
 		if (sbx_now_ms() >= deadline)
 			return sbx_err_ctx(err, "sbx-init not up within %d ms", timeout_ms);
-		sleep_ms(5);
+		host_sleep_ms(5);
 	}
 }
 
@@ -1280,18 +1041,20 @@ static int runsc_remove(const struct sandbox_node_cfg *c, const struct sandbox_p
 			sbx_err *err)
 {
 	const char *argv[24];
-	cleanup_cmd struct cmd_out o = { 0 };
-	struct run_opts ro = { false, -1, DESTROY_TIMEOUT_MS, true };
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
 	sbx_err e2 = SBX_ERR_INIT;
 	int rc, left = 0;
 	bool known;
 
+	ro.timeout_ms = DESTROY_TIMEOUT_MS;
+	ro.reap_all = true;
 	known = runsc_has(c, id, &e2, &rc);
 	if (rc < 0)
 		log_warnx("sandbox %s: %s (deleting anyway)", id, e2.msg);
 	if (known || rc < 0) {
 		runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "delete", "-force", id, NULL);
-		if (run(argv, &ro, &o, &e2) < 0)
+		if (host_run(argv, &ro, &o, &e2) < 0)
 			log_warnx("sandbox %s: runsc delete: %s", id, e2.msg);
 	}
 	/* Whatever runsc thinks: no process of the sandbox may outlive this
@@ -1299,17 +1062,17 @@ static int runsc_remove(const struct sandbox_node_cfg *c, const struct sandbox_p
 	for (int i = 0; i < 300 && (left = sandbox_procs(p, id, i > 0)) > 0; i++) {
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
-		sleep_ms(10);
+		host_sleep_ms(10);
 	}
 	if (left > 0)
 		return sbx_err_set(err, 500, "sandbox", "%d runsc process(es) survive SIGKILL", left);
 	if (known && runsc_has(c, id, &e2, &rc)) {
 		/* the processes are gone: this only drops runsc's record */
 		o.status = 0;
-		cmd_out_freep(&o);
-		if (run(argv, &ro, &o, err) < 0 || runsc_has(c, id, err, &rc)) {
-			char tail[TAIL_MAX];
-			tail_of(o.errs, tail, sizeof(tail));
+		host_out_free(&o);
+		if (host_run(argv, &ro, &o, err) < 0 || runsc_has(c, id, err, &rc)) {
+			char tail[HOST_TAIL_MAX];
+			host_tail(o.errs, tail, sizeof(tail));
 			return sbx_err_set(err, 500, "sandbox", "runsc delete exited %d: %s", o.status, tail);
 		}
 	}
@@ -1530,7 +1293,7 @@ static int cmp_str(const void *a, const void *b)
 
 void sandbox_list_free(char **ids, size_t n)
 {
-	strv_free(ids, n);
+	host_strv_free(ids, n);
 }
 
 int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
@@ -1558,7 +1321,7 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 		goto fail;
 	for (size_t i = 0; i < vn; i++)
 		idset_add(&s, v[i], strlen(v[i]));
-	strv_free(v, vn);
+	host_strv_free(v, vn);
 	/* 3. mounts */
 	if (mounts_under(sbdir, &v, &vn) < 0) {
 		sbx_err_sys(err, "sandbox", "read mountinfo");
@@ -1566,13 +1329,13 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	}
 	for (size_t i = 0; i < vn; i++)
 		idset_under(&s, v[i], sbdir);
-	strv_free(v, vn);
+	host_strv_free(v, vn);
 	/* 4. loop devices */
 	if (loops_under(sbdir, &devs, &v, &vn) == 0) {
 		for (size_t i = 0; i < vn; i++)
 			idset_under(&s, v[i], sbdir);
 		free(devs);
-		strv_free(v, vn);
+		host_strv_free(v, vn);
 	}
 	/* Not net_list: network namespaces are named globally (/run/netns), so
 	 * it also sees other node instances' sandboxes (tests, a second stack)
@@ -1585,6 +1348,6 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	*n = s.n;
 	return 0;
 fail:
-	strv_free(s.v, s.n);
+	host_strv_free(s.v, s.n);
 	return -1;
 }
