@@ -4,6 +4,9 @@ noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
 	workers/host.c workers/host.h \
 	workers/net.c workers/net.h \
+	workers/disk.c workers/disk.h \
+	workers/runsc.c workers/runsc.h \
+	workers/oci.c workers/oci.h \
 	workers/sandbox.c workers/sandbox.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 
