@@ -1,12 +1,22 @@
+# The node side as one library (the sandbox on a node, its network): sbx-worker
+# and the test drivers (t/sandbox, t/net) link it rather than compile it again.
+noinst_LIBRARIES += workers/libsbxnode.a
+workers_libsbxnode_a_SOURCES = \
+	workers/host.c workers/host.h \
+	workers/net.c workers/net.h \
+	workers/disk.c workers/disk.h \
+	workers/runsc.c workers/runsc.h \
+	workers/oci.c workers/oci.h \
+	workers/sandbox.c workers/sandbox.h
+SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
+
 # sbx-worker: the worker master and one file per role.
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
 	workers/node.c workers/reaper.c
-workers_sbx_worker_SOURCES += workers/net.c workers/net.h
-workers_sbx_worker_SOURCES += workers/sandbox.c workers/sandbox.h
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/chan.c
-workers_sbx_worker_LDADD = $(SBX_LIBS)
+workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 
 # Test helper: one ping through RabbitMQ (t/integration/worker-master.t).
 noinst_PROGRAMS += workers/sbx-worker-ping

@@ -1,10 +1,9 @@
 /* Per-sandbox network plumbing. See doc/network.md for the layout and why.
  *
- * `ip` and `nft` run as child processes (fork + execve with an argv, never a
- * shell), in the uplink namespace when one is configured. Their stdin, stdout
- * and stderr are memfds: no pipe can fill up or raise SIGPIPE, and nft's
- * `-f -` (which reopens /dev/stdin) works. Rules go to `nft -f -` as one
- * transaction, so they apply entirely or not at all.
+ * `ip` and `nft` run through host.c's runner, in the uplink namespace when
+ * one is configured. Their input and output are memfds: no pipe can fill up
+ * or raise SIGPIPE, and nft's `-f -` (which reopens /dev/stdin) works. Rules
+ * go to `nft -f -` as one transaction, so they apply entirely or not at all.
  *
  * A sandbox's rules are in place before the host side of its veth comes up,
  * and the map element that reserves its address is the first thing made and
@@ -16,7 +15,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -24,12 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 #include "cleanup.h"
 #include "err.h"
+#include "host.h"
 #include "log.h"
 #include "net.h"
 
@@ -44,58 +41,18 @@
 
 /* ---- running ip and nft ------------------------------------------------ */
 
-struct cmd_out {
-	int status; /* exit status, or 128 + signal */
-	char *out;
-	char *errs;
-};
-
-static void cmd_out_free(struct cmd_out *o)
+/* Runs argv[0] (ip or nft) in netns (NULL or "" = ours) with `input` on stdin
+ * (host_run); fills o. Returns < 0 only when it could not run the command.
+ * All of the output is kept: `nft -j list` grows with the sandboxes. */
+static int net_run(const char *netns, const char *const argv[], const char *input,
+		   struct host_out *o, sbx_err *err)
 {
-	free(o->out);
-	free(o->errs);
-	o->out = o->errs = NULL;
-}
+	struct host_run_opts ro = HOST_RUN_OPTS("net");
 
-static void cmd_out_freep(struct cmd_out *o) { cmd_out_free(o); }
-#define cleanup_cmd _cleanup_(cmd_out_freep)
-
-static const char *prog_path(const char *name)
-{
-	static const char *const dirs[] = { "/usr/sbin", "/sbin", "/usr/bin", "/bin" };
-	static char paths[2][64];
-	int slot = strcmp(name, "nft") == 0;
-
-	for (size_t i = 0; i < SBX_ARRAY_LEN(dirs); i++) {
-		snprintf(paths[slot], sizeof(paths[slot]), "%s/%s", dirs[i], name);
-		if (access(paths[slot], X_OK) == 0)
-			return paths[slot];
-	}
-	return NULL;
-}
-
-static char *read_memfd(int fd)
-{
-	struct stat st;
-	char *buf;
-	ssize_t r;
-	size_t got = 0;
-
-	if (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-		return strdup("");
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf)
-		return NULL;
-	while (got < (size_t)st.st_size) {
-		r = read(fd, buf + got, (size_t)st.st_size - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = 0;
-	return buf;
+	ro.netns = netns;
+	ro.input = input;
+	ro.out_max = SIZE_MAX;
+	return host_run(argv, &ro, o, err);
 }
 
 /* The first line of a command's stderr, for error messages. */
@@ -111,87 +68,19 @@ static const char *first_line(const char *s, char *buf, size_t len)
 	return buf;
 }
 
-/* Runs argv[0] (ip or nft) in netns (NULL or "" = ours) with `input` on stdin;
- * fills o. Returns < 0 only when it could not run the command at all. */
-static int run(const char *netns, const char *const argv[], const char *input,
-	       struct cmd_out *o, sbx_err *err)
-{
-	static char *const envp[] = { "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", NULL };
-	const char *path = prog_path(argv[0]);
-	char nspath[PATH_MAX] = "";
-	cleanup_close int in = -1, out = -1, errs = -1;
-	pid_t pid;
-	int st;
-
-	memset(o, 0, sizeof(*o));
-	if (!path)
-		return sbx_err_set(err, 500, "net", "%s not found", argv[0]);
-	if (netns && *netns)
-		snprintf(nspath, sizeof(nspath), NETNS_DIR "/%s", netns);
-	in = memfd_create("sbx-net-in", MFD_CLOEXEC);
-	out = memfd_create("sbx-net-out", MFD_CLOEXEC);
-	errs = memfd_create("sbx-net-err", MFD_CLOEXEC);
-	if (in < 0 || out < 0 || errs < 0)
-		return sbx_err_sys(err, "net", "memfd_create");
-	if (input) {
-		size_t len = strlen(input), done = 0;
-		while (done < len) {
-			ssize_t w = write(in, input + done, len - done);
-			if (w < 0 && errno == EINTR)
-				continue;
-			if (w < 0)
-				return sbx_err_sys(err, "net", "write command input");
-			done += (size_t)w;
-		}
-		if (lseek(in, 0, SEEK_SET) < 0)
-			return sbx_err_sys(err, "net", "lseek");
-	}
-	pid = fork();
-	if (pid < 0)
-		return sbx_err_sys(err, "net", "fork");
-	if (pid == 0) {
-		/* Only async-signal-safe calls between fork and execve. */
-		if (nspath[0]) {
-			int fd = open(nspath, O_RDONLY | O_CLOEXEC);
-			if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-				static const char msg[] = "cannot enter network namespace\n";
-				(void)!write(errs, msg, sizeof(msg) - 1);
-				_exit(126);
-			}
-		}
-		/* dup2 clears O_CLOEXEC on the new descriptor */
-		if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(errs, 2) < 0)
-			_exit(126);
-		execve(path, (char *const *)argv, envp);
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) < 0) {
-		if (errno != EINTR)
-			return sbx_err_sys(err, "net", "waitpid %s", argv[0]);
-	}
-	o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	o->out = read_memfd(out);
-	o->errs = read_memfd(errs);
-	if (!o->out || !o->errs) {
-		cmd_out_free(o);
-		return sbx_err_set(err, 500, "net", "out of memory");
-	}
-	return 0;
-}
-
-/* Like run, but a non-zero exit is an error naming the command. */
-static int run_ok(const char *netns, const char *const argv[], const char *input,
-		  struct cmd_out *o, sbx_err *err)
+/* Like net_run, but a non-zero exit is an error naming the command. */
+static int net_run_ok(const char *netns, const char *const argv[], const char *input,
+		      struct host_out *o, sbx_err *err)
 {
 	char line[300];
 
-	if (run(netns, argv, input, o, err) < 0)
+	if (net_run(netns, argv, input, o, err) < 0)
 		return -1;
 	if (o->status != 0) {
 		sbx_err_set(err, 500, "net", "%s %s%s%s failed (exit %d): %s", argv[0], argv[1],
 			    argv[2] ? " " : "", argv[2] ? argv[2] : "", o->status,
 			    first_line(o->errs, line, sizeof(line)));
-		cmd_out_free(o);
+		host_out_free(o);
 		return -1;
 	}
 	return 0;
@@ -205,9 +94,9 @@ static const char *uplink(const struct net_config *c)
 static int nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err)
 {
 	static const char *const argv[] = { "nft", "-f", "-", NULL };
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 
-	if (run_ok(uplink(c), argv, ruleset, &o, err) < 0)
+	if (net_run_ok(uplink(c), argv, ruleset, &o, err) < 0)
 		return -1;
 	return 0;
 }
@@ -215,9 +104,9 @@ static int nft_apply(const struct net_config *c, const char *ruleset, sbx_err *e
 static int ip_batch(const char *netns, const char *batch, sbx_err *err)
 {
 	static const char *const argv[] = { "ip", "-batch", "-", NULL };
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 
-	return run_ok(netns, argv, batch, &o, err);
+	return net_run_ok(netns, argv, batch, &o, err);
 }
 
 /* ---- growing strings ----------------------------------------------------- */
@@ -383,14 +272,14 @@ static int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 {
 	static const char *const list_tables[] = { "nft", "-j", "list", "tables", "inet", NULL };
 	static const char *const list_table[] = { "nft", "-j", "list", "table", "inet", "sbx", NULL };
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	json_error_t jerr;
 	json_t *v, *item;
 	size_t i;
 	bool found = false;
 
 	*root = NULL;
-	if (run_ok(uplink(c), list_tables, NULL, &o, err) < 0)
+	if (net_run_ok(uplink(c), list_tables, NULL, &o, err) < 0)
 		return -1;
 	v = json_loads(o.out, 0, &jerr);
 	json_array_foreach(json_object_get(v, "nftables"), i, item) {
@@ -402,8 +291,8 @@ static int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 	json_decref(v);
 	if (!found)
 		return 0;
-	cmd_out_free(&o);
-	if (run_ok(uplink(c), list_table, NULL, &o, err) < 0)
+	host_out_free(&o);
+	if (net_run_ok(uplink(c), list_table, NULL, &o, err) < 0)
 		return -1;
 	*root = json_loads(o.out, 0, &jerr);
 	if (!*root)
@@ -448,7 +337,7 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 {
 	static const char *const show_fmt[] = { "ip", "-j", "-d", "link", "show", "dev", NULL, NULL };
 	const char *show[SBX_ARRAY_LEN(show_fmt)];
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	cleanup_buf struct buf b = { 0 };
 	char netstr[16];
 	struct subnet sn;
@@ -457,7 +346,7 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		return -1;
 	memcpy(show, show_fmt, sizeof(show));
 	show[6] = c->bridge;
-	if (run(uplink(c), show, NULL, &o, err) < 0)
+	if (net_run(uplink(c), show, NULL, &o, err) < 0)
 		return sbx_err_ctx(err, "node network setup");
 	if (o.status != 0) {
 		bprintf(&b, "link add %s type bridge stp_state 0\n", c->bridge);
@@ -636,7 +525,7 @@ static void owned_chain(const char *name, void *arg)
 static int teardown(const struct net_config *c, const char *id, const struct net_sandbox *ns,
 		    unsigned what, sbx_err *err)
 {
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	cleanup_buf struct buf b = { 0 };
 	char line[300];
 	int rc = 0;
@@ -649,26 +538,26 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 	/* The host side of the veth first: traffic stops before rules go. */
 	if (what & T_VETH) {
 		const char *argv[] = { "ip", "link", "del", "dev", ns->veth_host, NULL };
-		if (run(uplink(c), argv, NULL, &o, STEP_ERR) < 0)
+		if (net_run(uplink(c), argv, NULL, &o, STEP_ERR) < 0)
 			rc = -1;
 		else if (o.status != 0 && !strstr(o.errs, "Cannot find device"))
 			rc = sbx_err_set(STEP_ERR, 500, "net", "ip link del %s: %s", ns->veth_host,
 					 first_line(o.errs, line, sizeof(line)));
-		cmd_out_free(&o);
+		host_out_free(&o);
 	}
 	if ((what & T_NETNS) && netns_exists(ns->netns)) {
 		const char *argv[] = { "ip", "netns", "del", ns->netns, NULL };
-		if (run(NULL, argv, NULL, &o, STEP_ERR) < 0)
+		if (net_run(NULL, argv, NULL, &o, STEP_ERR) < 0)
 			rc = -1;
 		else if (o.status != 0 && netns_exists(ns->netns))
 			rc = sbx_err_set(STEP_ERR, 500, "net", "ip netns del %s: %s", ns->netns,
 					 first_line(o.errs, line, sizeof(line)));
-		cmd_out_free(&o);
+		host_out_free(&o);
 	}
 	/* The permanent neighbour entry, found by the MAC derived from the id. */
 	if (what & T_NEIGH) {
 		const char *argv[] = { "ip", "-j", "neigh", "show", "dev", c->bridge, NULL };
-		if (run(uplink(c), argv, NULL, &o, STEP_ERR) < 0) {
+		if (net_run(uplink(c), argv, NULL, &o, STEP_ERR) < 0) {
 			rc = -1;
 		} else if (o.status == 0) {
 			json_error_t jerr;
@@ -682,7 +571,7 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 			}
 			json_decref(v);
 		}
-		cmd_out_free(&o);
+		host_out_free(&o);
 		if (b.len && !b.oom && ip_batch(uplink(c), b.s, STEP_ERR) < 0)
 			rc = -1;
 		b.len = 0;
@@ -721,7 +610,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 {
 	cleanup_close int lock = -1;
 	cleanup_buf struct buf b = { 0 };
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	struct net_sandbox ns;
 	struct subnet sn;
 	char netstr[16];
@@ -749,20 +638,20 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 	/* 2. The namespace (fails if it exists: never adopt one). */
 	{
 		const char *argv[] = { "ip", "netns", "add", ns.netns, NULL };
-		if (run_ok(NULL, argv, NULL, &o, err) < 0)
+		if (net_run_ok(NULL, argv, NULL, &o, err) < 0)
 			goto fail;
-		cmd_out_free(&o);
+		host_out_free(&o);
 		made |= T_NETNS;
 	}
 	/* 3. The veth pair, its sandbox end moved into the namespace as eth0. */
 	{
 		const char *argv[] = { "ip", "link", "add", ns.veth_host, "type", "veth", "peer", "name",
 				       "eth0", "address", ns.mac, "netns", ns.netns, NULL };
-		if (run_ok(uplink(c), argv, NULL, &o, err) < 0) {
+		if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0) {
 			sbx_err_ctx(err, "veth %s", ns.veth_host);
 			goto fail;
 		}
-		cmd_out_free(&o);
+		host_out_free(&o);
 		made |= T_VETH;
 	}
 	/* 4. Host side, still down: named for net_list, no IPv6, on the bridge,
@@ -813,7 +702,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 	/* 7. Last: the host side up. */
 	{
 		const char *argv[] = { "ip", "link", "set", "dev", ns.veth_host, "up", NULL };
-		if (run_ok(uplink(c), argv, NULL, &o, err) < 0)
+		if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0)
 			goto fail;
 	}
 	*out = ns;
@@ -914,7 +803,7 @@ int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
 {
 	static const char *const links[] = { "ip", "-j", "link", "show", NULL };
 	struct idset s = { 0 };
-	cleanup_cmd struct cmd_out o = { 0 };
+	cleanup_host_out struct host_out o = { 0 };
 	struct subnet sn;
 	json_t *root = NULL, *e;
 	DIR *d;
@@ -936,7 +825,7 @@ int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
 		goto fail;
 	}
 	/* Host ends of veths: named sbxh*, the full id in their alias. */
-	if (run_ok(uplink(c), links, NULL, &o, err) < 0)
+	if (net_run_ok(uplink(c), links, NULL, &o, err) < 0)
 		goto fail;
 	{
 		json_error_t jerr;

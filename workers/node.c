@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "daemon.h"
 #include "db.h"
 #include "driver.h"
@@ -81,13 +82,6 @@ struct node {
 	int sigfd;
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 };
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static struct sb *sb_find(struct node *n, const char *id)
 {
@@ -822,7 +816,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
 		struct epoll_event evs[32];
-		long long now = mono_ms();
+		long long now = sbx_now_ms();
 		int k, timeout = 1000;
 
 		if (!mq_up && !sbx_child_stop) {

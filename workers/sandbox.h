@@ -57,6 +57,12 @@ struct sandbox_node_cfg {
 	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
 };
 
+/* Runs with sbx-init as PID 1 (init_path set), or with the stand-in. */
+static inline bool sandbox_has_init(const struct sandbox_node_cfg *c)
+{
+	return c->init_path && *c->init_path;
+}
+
 void sandbox_paths(const struct sandbox_node_cfg *c, const char *id, struct sandbox_paths *p);
 /* Makes everything and starts the container; returns when sbx-init has
  * connected (or listens) on the channel. On failure nothing is left. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
@@ -397,7 +398,7 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 	}
 	json_decref(body);
 	/* the node enforces the timeout; we wait a little longer for its answer */
-	rt_relay_output(r, &op, p->stream, p->background, rt_now_ms() + p->timeout_s * 1000 + 15000);
+	rt_relay_output(r, &op, p->stream, p->background, sbx_now_ms() + p->timeout_s * 1000 + 15000);
 }
 
 static const struct sbx_jfield exec_spec[] = {

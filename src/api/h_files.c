@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "page.h"
@@ -81,7 +82,7 @@ static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path
 		      const char *data, long long len, sbx_err *err)
 {
 	struct rt_op op;
-	long long deadline = rt_now_ms() + FILE_OP_MS, sent = 0, granted = WINDOW;
+	long long deadline = sbx_now_ms() + FILE_OP_MS, sent = 0, granted = WINDOW;
 	json_t *b = json_pack("{s:s, s:b, s:I}", "path", path, "mkdir", mkdir_parents, "size", (json_int_t)len);
 	char chunk[CHUNK];
 	int w;
@@ -158,7 +159,7 @@ static void get_file(struct api_req *r, struct rt_sandbox *sb)
 {
 	struct rt_op op;
 	sbx_err err = SBX_ERR_INIT;
-	long long deadline = rt_now_ms() + FILE_OP_MS, granted = WINDOW, consumed = 0;
+	long long deadline = sbx_now_ms() + FILE_OP_MS, granted = WINDOW, consumed = 0;
 	json_t *b = json_pack("{s:s, s:I}", "path", r->m.path, "credit", (json_int_t)WINDOW);
 	bool head = false;
 	sbx_mq_msg m;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
 #include "page.h"
 #include "runtime.h"
@@ -111,7 +112,7 @@ void h_process_output(struct api_req *r)
 	}
 	json_decref(b);
 	/* always a stream (SSE, or NDJSON by Accept): it may last as long as the process */
-	rt_relay_output(r, &op, true, false, rt_now_ms() + (follow ? FOLLOW_MAX_MS : PROC_OP_MS));
+	rt_relay_output(r, &op, true, false, sbx_now_ms() + (follow ? FOLLOW_MAX_MS : PROC_OP_MS));
 	rt_sandbox_free(&sb);
 }
 

@@ -7,6 +7,7 @@
 #include <time.h>
 #include "api.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "page.h"
@@ -136,13 +137,6 @@ static bool settled(json_t *s)
 		      !strcmp(st, "paused"));
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Long-poll until ready or terminal: LISTEN first, then look, then sleep
  * until a status change of this sandbox (or the deadline). */
 void h_sandbox_wait(struct api_req *r)
@@ -160,7 +154,7 @@ void h_sandbox_wait(struct api_req *r)
 		api_send_error(r, &err);
 		return;
 	}
-	deadline = now_ms() + timeout * 1000;
+	deadline = sbx_now_ms() + timeout * 1000;
 	if (sbx_db_listen(&r->ctx->db, "sbx_sandbox_status", &err) < 0) {
 		api_send_error(r, &err);
 		return;
@@ -173,13 +167,13 @@ void h_sandbox_wait(struct api_req *r)
 		s = load_sandbox(r, r->m.id, &err);
 		if (!s || settled(s))
 			break;
-		left = deadline - now_ms();
+		left = deadline - sbx_now_ms();
 		if (left <= 0)
 			break;
 		/* any sandbox's change wakes us; only ours ends the wait */
 		while ((w = sbx_db_wait_notify(&r->ctx->db, (int)left, payload, sizeof(payload), &err)) == 1 &&
 		       strcmp(payload, r->m.id) != 0) {
-			left = deadline - now_ms();
+			left = deadline - sbx_now_ms();
 			if (left <= 0)
 				break;
 		}

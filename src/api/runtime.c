@@ -7,16 +7,10 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
-
-long long rt_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 {
@@ -109,7 +103,7 @@ int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *e
 	int cfd = op->r->fcgx->ipcFd;
 
 	for (;;) {
-		long long left = deadline_ms - rt_now_ms();
+		long long left = deadline_ms - sbx_now_ms();
 		int r;
 
 		if (op->client_gone)
@@ -177,7 +171,7 @@ int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *
 {
 	struct rt_op op;
 	sbx_mq_msg m;
-	long long deadline = rt_now_ms() + timeout_ms;
+	long long deadline = sbx_now_ms() + timeout_ms;
 	json_error_t jerr;
 	int n;
 

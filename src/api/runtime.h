@@ -37,7 +37,6 @@ int rt_send_raw(struct rt_op *op, const char *type, const void *data, size_t len
  * Stale events of earlier ops are dropped. Sets op->client_gone when the
  * client's connection closed (then returns 0 at once). */
 int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *err);
-long long rt_now_ms(void);
 /* A one-shot op: request, then the single final event (done/error). The
  * reply is the `done` body; an `error` event becomes err with its status. */
 int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,

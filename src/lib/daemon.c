@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "daemon.h"
 #include "log.h"
 
@@ -176,13 +177,6 @@ struct slot {
 	bool retire;  /* asked to go away (reload, shrink): do not count as a crash */
 };
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int count_for(const struct sbx_role *r, const sbx_config *cfg)
 {
 	return r->count_setting ? (int)sbx_cfg_int(cfg, r->count_setting) : 1;
@@ -197,7 +191,7 @@ static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot
 		/* try again later, backing off like a child that died young */
 		log_warn("fork %s", r->name);
 		sl->pid = 0;
-		sl->restart_at_ms = mono_ms() + sl->delay_ms;
+		sl->restart_at_ms = sbx_now_ms() + sl->delay_ms;
 		sl->delay_ms *= 2;
 		if (sl->delay_ms > sbx_cfg_int(cfg, "worker_restart_max_ms"))
 			sl->delay_ms = sbx_cfg_int(cfg, "worker_restart_max_ms");
@@ -211,7 +205,7 @@ static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot
 		_exit(r->run(cfg, sl->index, s->ctx));
 	}
 	sl->pid = pid;
-	sl->started_ms = mono_ms();
+	sl->started_ms = sbx_now_ms();
 	sl->restart_at_ms = 0;
 	sl->retire = false;
 	log_info("started %s #%d (pid %d)", r->name, sl->index, (int)pid);
@@ -261,7 +255,7 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 		}
 
 	for (;;) {
-		long long now = mono_ms(), next_wake = 0;
+		long long now = sbx_now_ms(), next_wake = 0;
 		int alive = 0;
 
 		if (got_chld) {
@@ -409,7 +403,7 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 		if (got_chld || got_term > (draining ? 1 : 0) || got_hup)
 			continue;
 		if (next_wake) {
-			long long d = next_wake - mono_ms();
+			long long d = next_wake - sbx_now_ms();
 			struct itimerval it = { { 0, 0 }, { 0, 0 } };
 			if (d <= 0)
 				continue;

@@ -1,4 +1,5 @@
 #include "config.h"
+#include "clock.h"
 #include <amqp.h>
 #include <amqp_tcp_socket.h>
 #include <errno.h>
@@ -380,13 +381,6 @@ void sbx_mq_msg_free(sbx_mq_msg *m)
 	m->body = NULL;
 }
 
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int reply_consume(sbx_mq *mq, sbx_err *err)
 {
 	if (mq->reply_consuming)
@@ -420,7 +414,7 @@ int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void
 	       int timeout_ms, sbx_mq_msg *reply, sbx_err *err)
 {
 	char corr[SBX_ID_LEN + 1], ttl[24];
-	long long deadline = now_ms() + timeout_ms;
+	long long deadline = sbx_now_ms() + timeout_ms;
 
 	if (sbx_mq_ensure(mq, err) < 0 || reply_consume(mq, err) < 0)
 		return -1;
@@ -433,7 +427,7 @@ int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void
 			return -1;
 	}
 	for (;;) {
-		long long left = deadline - now_ms();
+		long long left = deadline - sbx_now_ms();
 		int r;
 
 		if (left <= 0)

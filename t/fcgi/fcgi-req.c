@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "cleanup.h"
+#include "clock.h"
 
 enum {
 	FCGI_VERSION_1 = 1,
@@ -193,17 +194,9 @@ static void read_all_fd(int fd, struct buf *b, const char *what)
 	}
 }
 
-static int64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static int remaining_ms(int64_t deadline)
 {
-	int64_t left = deadline - now_ms();
+	int64_t left = deadline - sbx_now_ms();
 
 	if (left <= 0)
 		die(EXIT_TIMEOUT, "timed out");
@@ -412,7 +405,7 @@ int main(int argc, char **argv)
 	if (!sock || !method || !uri || (!!data + !!file + from_stdin) > 1)
 		usage();
 
-	int64_t deadline = now_ms() + timeout * 1000;
+	int64_t deadline = sbx_now_ms() + timeout * 1000;
 
 	if (data)
 		buf_add(&body, data, strlen(data));

@@ -26,16 +26,18 @@ fi
 # t/sandbox/local.mk is part of the build).
 ctl_bin() {
 	local b=$SBX_BUILD/t/sandbox/sandboxctl own=$T_TMP/sandboxctl s fresh=1
+	local node="host disk runsc oci sandbox net" # workers/libsbxnode.a
 	if [ -x "$b" ]; then
-		for s in workers/sandbox.c workers/sandbox.h workers/net.c workers/net.h t/sandbox/sandboxctl.c; do
-			[ "$b" -nt "$SBX_REPO/$s" ] || fresh=0
+		for s in $node; do
+			[ "$b" -nt "$SBX_REPO/workers/$s.c" ] && [ "$b" -nt "$SBX_REPO/workers/$s.h" ] || fresh=0
 		done
+		[ "$b" -nt "$SBX_REPO/t/sandbox/sandboxctl.c" ] || fresh=0
 		[ $fresh = 1 ] && { echo "$b"; return 0; }
 	fi
 	[ -f "$SBX_BUILD/src/lib/libsbx.a" ] || { echo "no $SBX_BUILD/src/lib/libsbx.a: build first" >&2; return 1; }
 	cc -O1 -g -Wall -Wextra -Werror -I"$SBX_BUILD" -I"$SBX_REPO/src/lib" -I"$SBX_REPO/workers" -o "$own" \
-		"$SBX_REPO/t/sandbox/sandboxctl.c" "$SBX_REPO/workers/sandbox.c" "$SBX_REPO/workers/net.c" \
-		"$SBX_REPO/src/lib/frame.c" "$SBX_BUILD/src/lib/libsbx.a" -ljansson >&2 || return 1
+		"$SBX_REPO/t/sandbox/sandboxctl.c" $(for s in $node; do echo "$SBX_REPO/workers/$s.c"; done) \
+		"$SBX_REPO/src/lib/frame.c" "$SBX_REPO/src/lib/clock.c" "$SBX_BUILD/src/lib/libsbx.a" -ljansson >&2 || return 1
 	echo "$own"
 }
 # sbx-init: the build's, else compiled static here; without it the stand-in

@@ -35,6 +35,7 @@
 #include <jansson.h>
 #include <sodium.h>
 #include "id.h"
+#include "clock.h"
 #include "mq.h"
 
 #define WINDOW (1024 * 1024)
@@ -45,13 +46,6 @@ static char queue[300], op_id[SBX_ID_LEN + 1], sandbox[SBX_ID_LEN + 1];
 static int verbose, total_s = 120;
 static const char *jfile;
 static long long deadline;
-
-static long long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -142,7 +136,7 @@ static void next_event(sbx_mq_msg *m)
 	sbx_err err = SBX_ERR_INIT;
 
 	for (;;) {
-		long long left = deadline - now_ms();
+		long long left = deadline - sbx_now_ms();
 		int r;
 		if (left <= 0) {
 			fprintf(stderr, "relayctl: no final event within %d s\n", total_s);
@@ -253,7 +247,7 @@ int main(int argc, char **argv)
 	optind = 1;
 	snprintf(queue, sizeof(queue), "sbx.node.%s", node);
 	sbx_id_new(op_id);
-	deadline = now_ms() + (long long)total_s * 1000;
+	deadline = sbx_now_ms() + (long long)total_s * 1000;
 	if (sbx_mq_open(&mq, url, &err) < 0)
 		die("%s", err.msg);
 

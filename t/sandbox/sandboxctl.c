@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "err.h"
+#include "clock.h"
 #include "frame.h"
 #include "log.h"
 #include "net.h"
@@ -47,13 +48,6 @@ static int usage(void)
 			"         start ID [--memory MB] [--disk GB] [--cpu MHZ] [--template T] [--env K=V]...\n"
 			"       | destroy ID | alive ID | list | exec ID -- CMD... | cycle N [...] | hold ID [...]\n");
 	return 2;
-}
-
-static long now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
 static void reap(void)
@@ -326,24 +320,24 @@ int main(int argc, char **argv)
 		if (spec_args(argc - 2, argv + 2, &s) < 0)
 			return usage();
 		for (int i = 0; i < n; i++) {
-			long t0, t1, t2;
+			long long t0, t1, t2;
 			random_id(s.id);
 			if (ids_out)
 				fprintf(ids_out, "%s\n", s.id), fflush(ids_out);
-			t0 = now_ms();
+			t0 = sbx_now_ms();
 			if (sandbox_start(&cfg, &s, &err) < 0) {
 				fprintf(stderr, "sandboxctl: %s\n", err.msg);
 				return 1;
 			}
-			t1 = now_ms();
+			t1 = sbx_now_ms();
 			reap();
 			if (sandbox_destroy(&cfg, s.id, &err) < 0) {
 				fprintf(stderr, "sandboxctl: %s\n", err.msg);
 				return 1;
 			}
-			t2 = now_ms();
+			t2 = sbx_now_ms();
 			reap();
-			printf("%ld %ld\n", t1 - t0, t2 - t1);
+			printf("%lld %lld\n", t1 - t0, t2 - t1);
 			fflush(stdout);
 		}
 		return 0;

@@ -1,0 +1,34 @@
+/* A sandbox's disk and mounts on the host: the sparse ext4 image on a loop
+ * device (disk/), the overlay root on it (rootfs/), and, for destroy and
+ * list, finding what is still mounted or attached under a directory and
+ * removing it. */
+#ifndef SBX_WORKER_DISK_H
+#define SBX_WORKER_DISK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include "err.h"
+#include "sandbox.h"
+
+/* disk.img of s->disk_gb GB, ext4, on a loop device (autoclear) mounted at
+ * disk/ with upper/ and work/ for the overlay. */
+int disk_make(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_err *err);
+/* The overlay of lower (the template) and disk/ at rootfs/, with the mount
+ * points of the bundle's binds made in it (sbx-init's only with_init). */
+int disk_make_rootfs(const struct sandbox_paths *p, const char *lower, bool with_init, sbx_err *err);
+
+/* Mount points at or below dir in our namespace, deepest first; free with
+ * host_strv_free. < 0 when mountinfo cannot be read. */
+int disk_mounts_under(const char *dir, char ***out, size_t *n);
+/* Unmounts everything at or below dir (busy ones lazily, in the end). */
+int disk_umount_all(const char *dir, sbx_err *err);
+/* Loop devices (numbers, backing files) whose backing file is under dir;
+ * free devs with free() and files with host_strv_free. */
+int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n);
+/* Waits for the loop devices under dir to go, detaching them after 5 s. */
+int disk_loops_free(const char *dir, sbx_err *err);
+/* Removes state_dir/sandboxes/ID, never following a symlink or entering a
+ * mount that is still there. Fine when it is gone. */
+int disk_rm_sandbox_dir(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
+
+#endif

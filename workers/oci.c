@@ -1,0 +1,148 @@
+/* The OCI bundle of a sandbox (oci.h): bundle/config.json for runsc, with
+ * the sandbox's limits, its network namespace, the channel's bind mount and
+ * sbx-init as PID 1. */
+#include "config.h"
+#include <jansson.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "cleanup.h"
+#include "err.h"
+#include "oci.h"
+#include "runsc.h"
+
+/* KEY=VALUE list with later entries replacing earlier ones of the same KEY. */
+static void env_put(json_t *env, const char *kv)
+{
+	const char *eq = strchr(kv, '=');
+	size_t kl, i;
+	json_t *v;
+
+	if (!eq || eq == kv)
+		return;
+	kl = (size_t)(eq - kv) + 1;
+	json_array_foreach(env, i, v) {
+		if (strncmp(json_string_value(v), kv, kl) == 0) {
+			json_array_set_new(env, i, json_string(kv));
+			return;
+		}
+	}
+	json_array_append_new(env, json_string(kv));
+}
+
+static json_t *mount_entry(const char *dst, const char *type, const char *src, const char *opts)
+{
+	json_t *m = json_pack("{s:s, s:s, s:s, s:[]}", "destination", dst, "type", type, "source", src,
+			      "options");
+	json_t *o = json_object_get(m, "options");
+	char buf[256], *save = NULL, *t;
+
+	snprintf(buf, sizeof(buf), "%s", opts);
+	for (t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+		json_array_append_new(o, json_string(t));
+	return m;
+}
+
+static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+			const struct sandbox_paths *p, json_t *image_env)
+{
+	static const char *const caps[] = {
+		/* Docker's default set for root, without NET_RAW (gVisor offers
+		 * no raw sockets without --net-raw anyway). */
+		"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD",
+		"CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+		"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+	};
+	static const char *const masked[] = { "/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys",
+		"/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug",
+		"/proc/scsi", "/sys/firmware" };
+	static const char *const ro[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
+					  "/proc/sysrq-trigger" };
+	json_t *env = json_array(), *args, *capv = json_array(), *mounts, *spec, *v;
+	char hostname[32], netns[128], cgpath[64];
+	size_t i;
+	int64_t mem = (int64_t)s->memory_mb * 1024 * 1024;
+
+	env_put(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+	env_put(env, "HOME=/root");
+	env_put(env, "LANG=C.UTF-8");
+	json_array_foreach(image_env, i, v)
+		if (json_is_string(v))
+			env_put(env, json_string_value(v));
+	for (const char *const *e = s->env; e && *e; e++)
+		env_put(env, *e);
+	for (i = 0; i < SBX_ARRAY_LEN(caps); i++)
+		json_array_append_new(capv, json_string(caps[i]));
+	if (sandbox_has_init(c))
+		args = json_pack("[s,s,s]", INIT_IN_SANDBOX, "--channel", CHAN_IN_SANDBOX "/" CHAN_SOCK_NAME);
+	else
+		args = json_pack("[s,s]", "/bin/sleep", "infinity");
+	snprintf(hostname, sizeof(hostname), "sbx-%.12s", s->id);
+	snprintf(netns, sizeof(netns), "/run/netns/sbx-%s", s->id);
+	snprintf(cgpath, sizeof(cgpath), "/" CGROUP_PARENT "/%s", s->id);
+
+	mounts = json_array();
+	json_array_append_new(mounts, mount_entry("/proc", "proc", "proc", "nosuid,noexec,nodev"));
+	json_array_append_new(mounts, mount_entry("/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k"));
+	json_array_append_new(mounts, mount_entry("/dev/pts", "devpts", "devpts",
+						  "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620"));
+	json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", "nosuid,noexec,nodev,mode=1777,size=65536k"));
+	json_array_append_new(mounts, mount_entry("/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev"));
+	json_array_append_new(mounts, mount_entry("/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro"));
+	json_array_append_new(mounts, mount_entry(CHAN_IN_SANDBOX, "bind", p->chan_dir, "rbind,rw,nosuid,nodev,noexec"));
+	if (sandbox_has_init(c))
+		json_array_append_new(mounts, mount_entry(INIT_IN_SANDBOX, "bind", c->init_path, "bind,ro,nosuid,nodev"));
+
+	spec = json_pack(
+		"{s:s, s:{s:b, s:{s:i, s:i}, s:o, s:o, s:s, s:{s:o, s:o, s:o, s:o}, s:[{s:s, s:i, s:i}, {s:s, s:i, s:i}], s:b},"
+		" s:{s:s, s:b}, s:s, s:o,"
+		" s:{s:s, s:{s:{s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I}},"
+		"    s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s, s:s}], s:[], s:[]}}",
+		"ociVersion", "1.0.2",
+		"process", "terminal", 0, "user", "uid", 0, "gid", 0, "args", args, "env", env, "cwd", "/",
+		"capabilities", "bounding", capv, "effective", json_deep_copy(capv), "permitted",
+		json_deep_copy(capv), "inheritable", json_array(),
+		"rlimits", "type", "RLIMIT_NPROC", "hard", c->nproc_limit, "soft", c->nproc_limit,
+		"type", "RLIMIT_NOFILE", "hard", 524288, "soft", 1024,
+		"noNewPrivileges", 1,
+		"root", "path", p->rootfs, "readonly", 0,
+		"hostname", hostname,
+		"mounts", mounts,
+		"linux", "cgroupsPath", cgpath,
+		"resources", "memory", "limit", (json_int_t)mem, "swap", (json_int_t)mem,
+		"cpu", "shares", (json_int_t)s->cpu * 1024 / 1000, "quota", (json_int_t)s->cpu * 100,
+		"period", (json_int_t)100000,
+		"pids", "limit", (json_int_t)c->pids_max,
+		"namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
+		"type", "network", "path", netns,
+		"maskedPaths", "readonlyPaths");
+	if (!spec)
+		return NULL;
+	{
+		json_t *lx = json_object_get(spec, "linux");
+		json_t *mp = json_object_get(lx, "maskedPaths"), *rp = json_object_get(lx, "readonlyPaths");
+		for (i = 0; i < SBX_ARRAY_LEN(masked); i++)
+			json_array_append_new(mp, json_string(masked[i]));
+		for (i = 0; i < SBX_ARRAY_LEN(ro); i++)
+			json_array_append_new(rp, json_string(ro[i]));
+	}
+	return spec;
+}
+
+int oci_write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+		     const struct sandbox_paths *p, json_t *image_env, sbx_err *err)
+{
+	json_t *spec;
+	char path[600];
+	int rc;
+
+	if (mkdir(p->bundle, 0700) < 0)
+		return sbx_err_sys(err, "sandbox", "mkdir %s", p->bundle);
+	if (!(spec = oci_spec(c, s, p, image_env)))
+		return sbx_err_set(err, 500, "sandbox", "cannot build config.json");
+	snprintf(path, sizeof(path), "%s/config.json", p->bundle);
+	rc = json_dump_file(spec, path, JSON_SORT_KEYS | JSON_INDENT(1));
+	json_decref(spec);
+	return rc < 0 ? sbx_err_sys(err, "sandbox", "write %s", path) : 0;
+}

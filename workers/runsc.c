@@ -1,0 +1,339 @@
+/* runsc for one sandbox (runsc.h): its command lines, starting and removing
+ * the container, what runsc and the kernel know of it (its state, the
+ * sentry's pid, the cgroups runsc made, their OOM kills). */
+#include "config.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "clock.h"
+#include "err.h"
+#include "host.h"
+#include "log.h"
+#include "runsc.h"
+
+#define DESTROY_TIMEOUT_MS 20000
+#define CGROUP_ROOT "/sys/fs/cgroup"
+
+static const struct host_run_opts tool_opts = HOST_RUN_OPTS("sandbox");
+
+/* ---- command lines ------------------------------------------------------- */
+
+/* runsc's global flags, then the command's arguments (NULL-terminated). */
+static void runsc_argv(const struct sandbox_node_cfg *c, const struct sandbox_paths *p,
+		       const char **argv, size_t max, char *logflag, size_t logsz, ...)
+{
+	static char rootflag[600], platflag[64];
+	size_t n = 0;
+	va_list ap;
+	const char *a;
+
+	snprintf(rootflag, sizeof(rootflag), "--root=%s", p->runsc_root);
+	snprintf(platflag, sizeof(platflag), "--platform=%s", c->platform);
+	argv[n++] = c->runsc;
+	argv[n++] = rootflag;
+	argv[n++] = "--rootless=false";
+	argv[n++] = "--overlay2=none";
+	argv[n++] = platflag;
+	argv[n++] = "--network=sandbox";
+	/* sbx-init listens on its channel inside; the host connects to the
+	 * socket file in chan/ (doc/sandbox-node.md). */
+	argv[n++] = sandbox_has_init(c) ? "--host-uds=create" : "--host-uds=none";
+	if (logflag) {
+		argv[n++] = logflag;
+		(void)logsz;
+	}
+	va_start(ap, logsz);
+	while ((a = va_arg(ap, const char *)) && n + 1 < max)
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+}
+
+/* ---- runsc state, pids, cgroups ------------------------------------------ */
+
+/* Is pid the sentry of sandbox id (and not a zombie)? */
+bool runsc_sentry_alive(pid_t pid, const char *id)
+{
+	char p[64], buf[4096], st[600];
+	cleanup_close int fd = -1;
+	ssize_t r;
+	const char *rp;
+
+	if (pid <= 0)
+		return false;
+	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	r = read(fd, st, sizeof(st) - 1);
+	if (r <= 0)
+		return false;
+	st[r] = 0;
+	rp = strrchr(st, ')');
+	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
+		return false;
+	close(fd);
+	snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	r = read(fd, buf, sizeof(buf) - 1);
+	if (r <= 0)
+		return false;
+	buf[r] = 0;
+	/* cmdline is NUL-separated: look for the id as one argument's text */
+	for (ssize_t i = 0; i < r; i += (ssize_t)strlen(buf + i) + 1)
+		if (strstr(buf + i, id))
+			return true;
+	return false;
+}
+
+pid_t runsc_read_pidfile(const struct sandbox_paths *p)
+{
+	char path[600], buf[32] = "";
+	cleanup_close int fd = -1;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "%s/sandbox.pid", p->dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)) < 0)
+		return 0;
+	if ((r = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return 0;
+	buf[r] = 0;
+	return (pid_t)atoi(buf);
+}
+
+/* Containers runsc knows under our --root (ids only). */
+int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
+{
+	struct sandbox_paths p;
+	const char *argv[16];
+	cleanup_host_out struct host_out o = { 0 };
+	char *save = NULL, *tok;
+
+	*ids = NULL;
+	*n = 0;
+	snprintf(p.runsc_root, sizeof(p.runsc_root), "%s/runsc", c->state_dir);
+	if (access(p.runsc_root, F_OK) < 0)
+		return 0;
+	runsc_argv(c, &p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "list", "-quiet", NULL);
+	if (host_run_ok("runsc list", argv, &tool_opts, &o, err) < 0)
+		return -1;
+	for (tok = strtok_r(o.out, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+		char **nv = realloc(*ids, (*n + 1) * sizeof(char *));
+		if (!nv)
+			return sbx_err_set(err, 500, "sandbox", "out of memory");
+		*ids = nv;
+		(*ids)[(*n)++] = strdup(tok);
+	}
+	return 0;
+}
+
+static bool runsc_has(const struct sandbox_node_cfg *c, const char *id, sbx_err *err, int *rc)
+{
+	char **ids;
+	size_t n;
+	bool has = false;
+
+	*rc = runsc_ids(c, &ids, &n, err);
+	for (size_t i = 0; i < n; i++)
+		if (ids[i] && strcmp(ids[i], id) == 0)
+			has = true;
+	host_strv_free(ids, n);
+	return has;
+}
+
+static const char *const cgroup_ctrls[] = { "memory", "cpu", "cpuacct", "cpuset", "pids", "devices",
+					     "freezer", "blkio", "systemd", "unified" };
+
+static void cgroup_path(const char *ctrl, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, CGROUP_ROOT "/%s/" CGROUP_PARENT "/%s", ctrl, id);
+}
+
+/* The cgroups runsc made for it (cgroupsPath /sbx/ID) that outlived it. */
+void runsc_cgroups_remove(const char *id)
+{
+	for (size_t i = 0; i < SBX_ARRAY_LEN(cgroup_ctrls); i++) {
+		char p[300];
+		cgroup_path(cgroup_ctrls[i], id, p, sizeof(p));
+		for (int t = 0; t < 20 && rmdir(p) < 0 && errno == EBUSY; t++)
+			host_sleep_ms(50);
+	}
+}
+
+/* oom_kill count of the sandbox's memory cgroup (v1 memory.oom_control, v2
+ * memory.events); -1 when unknown. */
+long runsc_oom_kills(const char *id)
+{
+	/* v1 memory.oom_control; v2 memory.events (hybrid or unified mount) */
+	char files[3][300];
+
+	snprintf(files[0], sizeof(files[0]), CGROUP_ROOT "/memory/" CGROUP_PARENT "/%s/memory.oom_control", id);
+	snprintf(files[1], sizeof(files[1]), CGROUP_ROOT "/unified/" CGROUP_PARENT "/%s/memory.events", id);
+	snprintf(files[2], sizeof(files[2]), CGROUP_ROOT "/" CGROUP_PARENT "/%s/memory.events", id);
+	for (size_t i = 0; i < SBX_ARRAY_LEN(files); i++) {
+		char buf[1024];
+		cleanup_close int fd = -1;
+		ssize_t r;
+		const char *k;
+
+		if ((fd = open(files[i], O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if ((r = read(fd, buf, sizeof(buf) - 1)) <= 0)
+			continue;
+		buf[r] = 0;
+		if ((k = strstr(buf, "oom_kill ")))
+			return atol(k + 9);
+	}
+	return -1;
+}
+
+/* ---- start --------------------------------------------------------------- */
+
+int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+		const struct sandbox_paths *p, long long deadline, sbx_err *err)
+{
+	char logflag[700], pidfile[600], console[600], tail[HOST_TAIL_MAX], bundleflag[600], pidflag[700];
+	const char *argv[24];
+	cleanup_close int cfd = -1;
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
+	long long left = deadline - sbx_now_ms();
+
+	snprintf(logflag, sizeof(logflag), "--log=%s/runsc.log", p->dir);
+	snprintf(pidfile, sizeof(pidfile), "%s/sandbox.pid", p->dir);
+	snprintf(pidflag, sizeof(pidflag), "--pid-file=%s", pidfile);
+	snprintf(bundleflag, sizeof(bundleflag), "--bundle=%s", p->bundle);
+	snprintf(console, sizeof(console), "%s/console.log", p->dir);
+	/* The detached sandbox keeps runsc's stdio as PID 1's: an append-only
+	 * file (a pipe would fill, a non-append file gets overwritten). */
+	cfd = open(console, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (cfd < 0)
+		return sbx_err_sys(err, "sandbox", "create %s", console);
+	ro.launcher = true;
+	ro.out_fd = cfd;
+	ro.timeout_ms = left > 1000 ? (int)left : 1000;
+	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), "run", "--detach",
+		   bundleflag, pidflag, s->id, NULL);
+	if (host_run(argv, &ro, &o, err) < 0) {
+		host_file_tail(console, tail, sizeof(tail));
+		return sbx_err_ctx(err, "runsc run (%s)", tail);
+	}
+	if (o.status != 0) {
+		host_file_tail(console, tail, sizeof(tail));
+		if (!tail[0]) {
+			snprintf(logflag, sizeof(logflag), "%s/runsc.log", p->dir);
+			host_file_tail(logflag, tail, sizeof(tail));
+		}
+		return sbx_err_set(err, 500, "sandbox", "runsc run exited %d: %s", o.status, tail);
+	}
+	return 0;
+}
+
+/* ---- remove -------------------------------------------------------------- */
+
+/* Live (non-zombie) runsc processes of this sandbox, found in /proc by their
+ * command line (the sentry ends with the id; sentry and gofer name the
+ * sandbox's directory in --bundle/--log); with kill_them, SIGKILL each. */
+static int sandbox_procs(const struct sandbox_paths *p, const char *id, bool kill_them)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char marker[600];
+	int n = 0;
+
+	if (!d)
+		return 0;
+	snprintf(marker, sizeof(marker), "%s/", p->dir);
+	while ((e = readdir(d))) {
+		char path[64], buf[8192], st[512];
+		cleanup_close int fd = -1;
+		ssize_t r;
+		const char *rp;
+		bool mine = false;
+		pid_t pid = (pid_t)atoi(e->d_name);
+
+		if (pid <= 0 || pid == getpid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		r = read(fd, buf, sizeof(buf) - 1);
+		if (r <= 0)
+			continue;
+		buf[r] = 0;
+		if (!strstr(buf, "runsc"))
+			continue;
+		for (ssize_t i = 0; i < r; i += (ssize_t)strlen(buf + i) + 1)
+			if (strstr(buf + i, marker) || (i > 0 && strcmp(buf + i, id) == 0))
+				mine = true;
+		if (!mine)
+			continue;
+		close(sbx_steal_fd(&fd));
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+			continue;
+		if ((r = read(fd, st, sizeof(st) - 1)) <= 0)
+			continue;
+		st[r] = 0;
+		if ((rp = strrchr(st, ')')) && (rp[2] == 'Z' || rp[2] == 'X')) {
+			waitpid(pid, NULL, WNOHANG); /* ours when we are its subreaper */
+			continue;
+		}
+		n++;
+		if (kill_them)
+			kill(pid, SIGKILL);
+	}
+	closedir(d);
+	return n;
+}
+
+int runsc_remove(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		 sbx_err *err)
+{
+	const char *argv[24];
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
+	sbx_err e2 = SBX_ERR_INIT;
+	int rc, left = 0;
+	bool known;
+
+	ro.timeout_ms = DESTROY_TIMEOUT_MS;
+	ro.reap_all = true;
+	known = runsc_has(c, id, &e2, &rc);
+	if (rc < 0)
+		log_warnx("sandbox %s: %s (deleting anyway)", id, e2.msg);
+	if (known || rc < 0) {
+		runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "delete", "-force", id, NULL);
+		if (host_run(argv, &ro, &o, &e2) < 0)
+			log_warnx("sandbox %s: runsc delete: %s", id, e2.msg);
+	}
+	/* Whatever runsc thinks: no process of the sandbox may outlive this
+	 * (a start killed between fork and pidfile, runsc's state lost). */
+	for (int i = 0; i < 300 && (left = sandbox_procs(p, id, i > 0)) > 0; i++) {
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		host_sleep_ms(10);
+	}
+	if (left > 0)
+		return sbx_err_set(err, 500, "sandbox", "%d runsc process(es) survive SIGKILL", left);
+	if (known && runsc_has(c, id, &e2, &rc)) {
+		/* the processes are gone: this only drops runsc's record */
+		o.status = 0;
+		host_out_free(&o);
+		if (host_run(argv, &ro, &o, err) < 0 || runsc_has(c, id, err, &rc)) {
+			char tail[HOST_TAIL_MAX];
+			host_tail(o.errs, tail, sizeof(tail));
+			return sbx_err_set(err, 500, "sandbox", "runsc delete exited %d: %s", o.status, tail);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,39 @@
+/* runsc for one sandbox: its command lines (one --root for the node),
+ * `runsc run --detach` and `runsc delete`, and what runsc and the kernel know
+ * of it: the containers under --root, the sentry's pid, the cgroups runsc
+ * made (cgroupsPath /sbx/ID) and their OOM kills. */
+#ifndef SBX_WORKER_RUNSC_H
+#define SBX_WORKER_RUNSC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include "err.h"
+#include "sandbox.h"
+
+/* The cgroup parent of every sandbox: cgroupsPath is /CGROUP_PARENT/ID. */
+#define CGROUP_PARENT "sbx"
+
+/* runsc run --detach of the bundle, as a launcher (host.h) with PID 1's
+ * output in console.log; done by deadline (ms, sbx_now_ms()). */
+int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+		const struct sandbox_paths *p, long long deadline, sbx_err *err);
+/* runsc delete -force when runsc knows the container, then SIGKILL for
+ * any of its processes still alive; < 0 only when some survive or runsc
+ * keeps its record. */
+int runsc_remove(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		 sbx_err *err);
+/* Containers runsc knows under our --root (ids; free with host_strv_free). */
+int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err);
+
+/* The sentry's pid from sandbox.pid (runsc --pid-file); 0 when none. */
+pid_t runsc_read_pidfile(const struct sandbox_paths *p);
+/* Is pid the sentry of sandbox id (and not a zombie)? */
+bool runsc_sentry_alive(pid_t pid, const char *id);
+
+/* Removes the cgroups runsc made for it that outlived it. */
+void runsc_cgroups_remove(const char *id);
+/* The oom_kill count of its memory cgroup; -1 when unknown. */
+long runsc_oom_kills(const char *id);
+
+#endif
