@@ -4,10 +4,10 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 #include <sodium.h>
 #include "chanauth.h"
+#include "clock.h"
 
 #define MAC_TAG "sbx-chan3 "
 
@@ -69,14 +69,6 @@ void sbx_chan_key_hex(const uint8_t key[SBX_CHAN_KEY_LEN], char out[SBX_CHAN_KEY
 	sodium_bin2hex(out, SBX_CHAN_KEY_HEX + 1, key, SBX_CHAN_KEY_LEN);
 }
 
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Reads exactly one frame of the expected type (from inside) into buf. */
 static int read_frame(int fd, uint8_t type, uint8_t *buf, size_t cap, long long deadline,
 		      struct sbx_frame *f, sbx_err *err)
@@ -85,7 +77,7 @@ static int read_frame(int fd, uint8_t type, uint8_t *buf, size_t cap, long long 
 
 	for (;;) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		long long left = deadline - mono_ms();
+		long long left = deadline - sbx_now_ms();
 		long n;
 		ssize_t r;
 
@@ -144,7 +136,7 @@ int sbx_chan_client_handshake(int fd, const uint8_t key[SBX_CHAN_KEY_LEN], const
 {
 	uint8_t buf[SBX_FRAME_HDR + SBX_AUTH_LEN + 16], nonce_i[SBX_CHAN_NONCE_LEN], nonce_n[SBX_CHAN_NONCE_LEN];
 	uint8_t mac[SBX_CHAN_MAC_LEN], out[SBX_FRAME_HDR + SBX_AUTH_LEN];
-	long long deadline = mono_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
 	struct sbx_frame f;
 	uint32_t ver;
 
