@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include "chanauth.h"
 #include "cleanup.h"
 #include "err.h"
 #include "oci.h"
@@ -45,7 +46,7 @@ static json_t *mount_entry(const char *dst, const char *type, const char *src, c
 }
 
 static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-			const struct sandbox_paths *p, json_t *image_env)
+			const struct sandbox_paths *p, json_t *image_env, const char *key_hex)
 {
 	static const char *const caps[] = {
 		/* Docker's default set for root, without NET_RAW (gVisor offers
@@ -60,9 +61,16 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 	static const char *const ro[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
 					  "/proc/sysrq-trigger" };
 	json_t *env = json_array(), *args, *capv = json_array(), *mounts, *spec, *v;
-	char hostname[32], netns[128], cgpath[64];
+	char hostname[32], netns[128], cgpath[64], nproc_arg[16], shm_opts[96], kv[128];
 	size_t i;
 	int64_t mem = (int64_t)s->memory_mb * 1024 * 1024;
+	int nproc = sandbox_nproc(c, s), nproc_init = nproc;
+	/* /dev/shm is memory: a quarter of the sandbox's, 64 MiB at most */
+	long shm_kb = (long)s->memory_mb * 1024 / 4;
+
+	if (shm_kb > 65536)
+		shm_kb = 65536;
+	snprintf(shm_opts, sizeof(shm_opts), "nosuid,noexec,nodev,mode=1777,size=%ldk", shm_kb);
 
 	env_put(env, "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
 	env_put(env, "HOME=/root");
@@ -74,9 +82,19 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		env_put(env, *e);
 	for (i = 0; i < SBX_ARRAY_LEN(caps); i++)
 		json_array_append_new(capv, json_string(caps[i]));
-	if (sandbox_has_init(c))
-		args = json_pack("[s,s,s]", INIT_IN_SANDBOX, "--channel", CHAN_IN_SANDBOX "/" CHAN_SOCK_NAME);
-	else
+	if (sandbox_has_init(c)) {
+		/* sbx-init's own limit has headroom; it gives each command
+		 * the sandbox's (--nproc), which a command cannot raise */
+		nproc_init = nproc + SANDBOX_INIT_NPROC_HEADROOM;
+		snprintf(nproc_arg, sizeof(nproc_arg), "%d", nproc);
+		args = json_pack("[s,s,s,s,s]", INIT_IN_SANDBOX, "--channel", CHAN_IN_SANDBOX "/" CHAN_SOCK_NAME,
+				 "--nproc", nproc_arg);
+		/* the environment of sbx-init, not of commands (it clears them) */
+		snprintf(kv, sizeof(kv), SBX_CHAN_KEY_ENV "=%s", key_hex ? key_hex : "");
+		env_put(env, kv);
+		snprintf(kv, sizeof(kv), SBX_CHAN_ID_ENV "=%s", s->id);
+		env_put(env, kv);
+	} else
 		args = json_pack("[s,s]", "/bin/sleep", "infinity");
 	snprintf(hostname, sizeof(hostname), "sbx-%.12s", s->id);
 	snprintf(netns, sizeof(netns), "/run/netns/sbx-%s", s->id);
@@ -87,10 +105,13 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 	json_array_append_new(mounts, mount_entry("/dev", "tmpfs", "tmpfs", "nosuid,strictatime,mode=755,size=65536k"));
 	json_array_append_new(mounts, mount_entry("/dev/pts", "devpts", "devpts",
 						  "nosuid,noexec,newinstance,ptmxmode=0666,mode=0620"));
-	json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", "nosuid,noexec,nodev,mode=1777,size=65536k"));
+	json_array_append_new(mounts, mount_entry("/dev/shm", "tmpfs", "shm", shm_opts));
 	json_array_append_new(mounts, mount_entry("/dev/mqueue", "mqueue", "mqueue", "nosuid,noexec,nodev"));
 	json_array_append_new(mounts, mount_entry("/sys", "sysfs", "sysfs", "nosuid,noexec,nodev,ro"));
 	json_array_append_new(mounts, mount_entry(CHAN_IN_SANDBOX, "bind", p->chan_dir, "rbind,rw,nosuid,nodev,noexec"));
+	/* on the sandbox's disk: without it gVisor mounts a tmpfs of no size
+	 * at /tmp, and filling it kills the whole sandbox */
+	json_array_append_new(mounts, mount_entry("/tmp", "bind", p->tmp_dir, "rbind,rw,nosuid,nodev"));
 	if (sandbox_has_init(c))
 		json_array_append_new(mounts, mount_entry(INIT_IN_SANDBOX, "bind", c->init_path, "bind,ro,nosuid,nodev"));
 
@@ -103,7 +124,7 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		"process", "terminal", 0, "user", "uid", 0, "gid", 0, "args", args, "env", env, "cwd", "/",
 		"capabilities", "bounding", capv, "effective", json_deep_copy(capv), "permitted",
 		json_deep_copy(capv), "inheritable", json_array(),
-		"rlimits", "type", "RLIMIT_NPROC", "hard", c->nproc_limit, "soft", c->nproc_limit,
+		"rlimits", "type", "RLIMIT_NPROC", "hard", nproc_init, "soft", nproc_init,
 		"type", "RLIMIT_NOFILE", "hard", 524288, "soft", 1024,
 		"noNewPrivileges", 1,
 		"root", "path", p->rootfs, "readonly", 0,
@@ -131,7 +152,7 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 }
 
 int oci_write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		     const struct sandbox_paths *p, json_t *image_env, sbx_err *err)
+		     const struct sandbox_paths *p, json_t *image_env, const char *key_hex, sbx_err *err)
 {
 	json_t *spec;
 	char path[600];
@@ -139,10 +160,13 @@ int oci_write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_spec
 
 	if (mkdir(p->bundle, 0700) < 0)
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p->bundle);
-	if (!(spec = oci_spec(c, s, p, image_env)))
+	if (!(spec = oci_spec(c, s, p, image_env, key_hex)))
 		return sbx_err_set(err, 500, "sandbox", "cannot build config.json");
 	snprintf(path, sizeof(path), "%s/config.json", p->bundle);
+	/* it holds the channel key: the node agent's eyes only */
 	rc = json_dump_file(spec, path, JSON_SORT_KEYS | JSON_INDENT(1));
+	if (rc == 0 && chmod(path, 0600) < 0)
+		rc = -1;
 	json_decref(spec);
 	return rc < 0 ? sbx_err_sys(err, "sandbox", "write %s", path) : 0;
 }

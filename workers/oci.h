@@ -8,13 +8,14 @@
 #include "sandbox.h"
 
 #define INIT_IN_SANDBOX "/.sbx/sbx-init" /* sbx-init, bound read-only */
-#define CHAN_IN_SANDBOX "/run/sbx"       /* chan/, bound: sbx-init's channel */
+#define CHAN_IN_SANDBOX "/run/sbx"       /* disk/chan/, bound: sbx-init's channel */
 #define CHAN_SOCK_NAME "channel.sock"
 
-/* Makes bundle/ and writes config.json: the process (sbx-init, or a
- * stand-in), env (defaults, then image_env, then the sandbox's), limits,
- * mounts, namespaces (the sandbox's netns). */
+/* Makes bundle/ and writes config.json (0600: it holds the channel key):
+ * the process (sbx-init with key_hex and the sandbox id in its environment,
+ * or a stand-in), env (defaults, then image_env, then the sandbox's), limits,
+ * mounts (/run/sbx and /tmp from the sandbox's disk), namespaces. */
 int oci_write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		     const struct sandbox_paths *p, json_t *image_env, sbx_err *err);
+		     const struct sandbox_paths *p, json_t *image_env, const char *key_hex, sbx_err *err);
 
 #endif

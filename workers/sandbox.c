@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <stdbool.h>
@@ -30,6 +31,7 @@
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
+#include "chanauth.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "disk.h"
@@ -90,11 +92,22 @@ void sandbox_paths(const struct sandbox_node_cfg *c, const char *id, struct sand
 	snprintf(p->disk_img, sizeof(p->disk_img), SB "/disk.img", c->state_dir, id);
 	snprintf(p->disk_mnt, sizeof(p->disk_mnt), SB "/disk", c->state_dir, id);
 	snprintf(p->rootfs, sizeof(p->rootfs), SB "/rootfs", c->state_dir, id);
-	snprintf(p->chan_dir, sizeof(p->chan_dir), SB "/chan", c->state_dir, id);
-	snprintf(p->chan_sock, sizeof(p->chan_sock), SB "/chan/" CHAN_SOCK_NAME, c->state_dir, id);
+	snprintf(p->chan_dir, sizeof(p->chan_dir), SB "/disk/chan", c->state_dir, id);
+	snprintf(p->chan_sock, sizeof(p->chan_sock), SB "/disk/chan/" CHAN_SOCK_NAME, c->state_dir, id);
+	snprintf(p->tmp_dir, sizeof(p->tmp_dir), SB "/disk/tmp", c->state_dir, id);
+	snprintf(p->chan_key, sizeof(p->chan_key), SB "/chan.key", c->state_dir, id);
 	snprintf(p->bundle, sizeof(p->bundle), SB "/bundle", c->state_dir, id);
 	snprintf(p->runsc_root, sizeof(p->runsc_root), "%.300s/runsc", c->state_dir);
 #undef SB
+}
+
+int sandbox_nproc(const struct sandbox_node_cfg *c, const struct sandbox_spec *s)
+{
+	int n = s->memory_mb / 2;
+
+	if (n > c->nproc_limit)
+		n = c->nproc_limit;
+	return n < 64 ? 64 : n;
 }
 
 static void sub_path(const struct sandbox_paths *p, const char *name, char *out, size_t n)
@@ -180,63 +193,79 @@ static int write_intent(const struct sandbox_node_cfg *c, const struct sandbox_s
 
 /* ---- the channel to sbx-init ----------------------------------------------------- */
 
-static uint32_t rd32(const uint8_t *p)
+/* The channel key: made at start, kept in the sandbox's host directory. */
+static int chan_key_make(const struct sandbox_paths *p, char hex[SBX_CHAN_KEY_HEX + 1], sbx_err *err)
 {
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	cleanup_close int fd = -1;
+
+	if (sbx_chan_random(key, sizeof(key), err) < 0)
+		return -1;
+	sbx_chan_key_hex(key, hex);
+	explicit_bzero(key, sizeof(key));
+	fd = open(p->chan_key, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		return sbx_err_sys(err, "sandbox", "create %s", p->chan_key);
+	if (write(fd, hex, SBX_CHAN_KEY_HEX) != SBX_CHAN_KEY_HEX)
+		return sbx_err_sys(err, "sandbox", "write %s", p->chan_key);
+	return 0;
 }
 
-/* Connects to the channel socket and checks sbx-init's HELLO. */
-static int chan_connect_once(const char *sock, int timeout_ms, int *out, sbx_err *err)
+static int chan_key_read(const struct sandbox_paths *p, uint8_t key[SBX_CHAN_KEY_LEN], sbx_err *err)
+{
+	char hex[SBX_CHAN_KEY_HEX + 2];
+	cleanup_close int fd = open(p->chan_key, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t n;
+
+	if (fd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", p->chan_key);
+	n = read(fd, hex, sizeof(hex) - 1);
+	if (n != SBX_CHAN_KEY_HEX)
+		return sbx_err_set(err, 500, "sandbox", "%s is not a channel key", p->chan_key);
+	hex[n] = 0;
+	return sbx_chan_key_parse(hex, key, err);
+}
+
+/* Connects to the socket sbx-init bound in chan/ on the sandbox's disk. The
+ * sandbox can change anything in that directory (it is /run/sbx inside), so
+ * the path is never followed blindly: chan/ and the socket are opened without
+ * following symlinks, the socket must be a socket, and it is connected to
+ * through the descriptor. What answers must then prove it is this sandbox's
+ * sbx-init (the v3 handshake with this sandbox's key). */
+static int chan_connect_once(const struct sandbox_paths *p, const char *id, const uint8_t key[SBX_CHAN_KEY_LEN],
+			     int timeout_ms, int *out, sbx_err *err)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
-	cleanup_close int fd = -1;
-	uint8_t buf[64];
-	size_t got = 0;
-	long deadline = sbx_now_ms() + timeout_ms;
-	uint32_t ver;
+	cleanup_close int dfd = -1, cfd = -1, sfd = -1, fd = -1;
+	struct stat st;
 
-	if (strlen(sock) >= sizeof(a.sun_path))
-		return sbx_err_set(err, 500, "sandbox", "channel path too long: %s", sock);
-	memcpy(a.sun_path, sock, strlen(sock) + 1);
+	dfd = open(p->disk_mnt, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", p->disk_mnt);
+	cfd = openat(dfd, "chan", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (cfd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", p->chan_dir);
+	sfd = openat(cfd, CHAN_SOCK_NAME, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", p->chan_sock);
+	if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return sbx_err_set(err, 500, "sandbox", "%s is not a socket (replaced from inside?)", p->chan_sock);
+	snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d", sfd);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return sbx_err_sys(err, "sandbox", "socket");
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
-		return sbx_err_sys(err, "sandbox", "connect %s", sock);
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		long left = deadline - sbx_now_ms();
-		ssize_t r;
-
-		if (left <= 0)
-			return sbx_err_set(err, 500, "sandbox", "no HELLO from sbx-init");
-		if (poll(&p, 1, (int)left) <= 0)
-			continue;
-		r = read(fd, buf + got, SBX_FRAME_HDR + 4 - got);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return sbx_err_set(err, 500, "sandbox", "channel closed before HELLO");
-		got += (size_t)r;
-		/* HELLO is one fixed frame: len 9, type, stream 0, u32 version
-		 * (frame.h). Anything else first is a protocol error. */
-		if (got < SBX_FRAME_HDR + 4)
-			continue;
-		if (rd32(buf) != 9 || buf[4] != SBX_F_HELLO || rd32(buf + 5) != 0)
-			return sbx_err_set(err, 500, "sandbox", "first frame from sbx-init is not HELLO");
-		if ((ver = rd32(buf + 9)) != SBX_FRAME_VERSION)
-			return sbx_err_set(err, 500, "sandbox", "sbx-init speaks version %u, not %u", ver,
-					   SBX_FRAME_VERSION);
-		if (got != SBX_FRAME_HDR + 4)
-			return sbx_err_set(err, 500, "sandbox", "bytes after HELLO before any request");
-		*out = sbx_steal_fd(&fd);
-		return 0;
-	}
+		return sbx_err_sys(err, "sandbox", "connect %s", p->chan_sock);
+	if (sbx_chan_client_handshake(fd, key, id, timeout_ms, err) < 0)
+		return -1;
+	*out = sbx_steal_fd(&fd);
+	return 0;
 }
 
 int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
 		    sbx_err *err)
 {
+	uint8_t key[SBX_CHAN_KEY_LEN];
 	struct sandbox_paths p;
 	long deadline;
 	pid_t pid;
@@ -246,10 +275,12 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 	if (!sandbox_has_init(c))
 		return sbx_err_set(err, 500, "no_init", "sandboxes run without sbx-init (init_path is empty)");
 	sandbox_paths(c, id, &p);
+	if (chan_key_read(&p, key, err) < 0)
+		return -1;
 	deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
 	for (;;) {
 		long left = deadline - sbx_now_ms();
-		if (chan_connect_once(p.chan_sock, left > 0 ? (int)left : 1, fd, err) == 0)
+		if (chan_connect_once(&p, id, key, left > 0 ? (int)left : 1, fd, err) == 0)
 			return 0;
 		pid = runsc_read_pidfile(&p);
 		if (pid > 0 && !runsc_sentry_alive(pid, id))
@@ -307,7 +338,7 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err)
 {
 	struct sandbox_paths p;
-	char lower[600], digest[80], dir[600];
+	char lower[600], digest[80], dir[600], key_hex[SBX_CHAN_KEY_HEX + 1] = "";
 	json_t *image_env = NULL;
 	struct net_sandbox ns;
 	const char *step = "";
@@ -351,15 +382,19 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	if (disk_make_rootfs(&p, lower, sandbox_has_init(c), err) < 0)
 		goto fail;
 	step = "channel";
-	if (mkdir(p.chan_dir, 0700) < 0) {
+	/* chan/ and tmp/ live on the sandbox's disk, so what the sandbox
+	 * writes there counts against its size; /tmp is open to all users */
+	if (mkdir(p.chan_dir, 0700) < 0 || mkdir(p.tmp_dir, 0700) < 0 || chmod(p.tmp_dir, 01777) < 0) {
 		sbx_err_sys(err, "sandbox", "mkdir %s", p.chan_dir);
 		goto fail;
 	}
+	if (sandbox_has_init(c) && chan_key_make(&p, key_hex, err) < 0)
+		goto fail;
 	step = "network";
 	if (net_sandbox_create(c->net, s->id, &ns, err) < 0)
 		goto fail;
 	step = "bundle";
-	if (oci_write_bundle(c, s, &p, image_env, err) < 0)
+	if (oci_write_bundle(c, s, &p, image_env, key_hex, err) < 0)
 		goto fail;
 	step = "runsc";
 	if (runsc_start(c, s, &p, deadline, err) < 0)
@@ -378,9 +413,11 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		}
 	}
 	json_decref(image_env);
+	explicit_bzero(key_hex, sizeof(key_hex));
 	return 0;
 
 fail:
+	explicit_bzero(key_hex, sizeof(key_hex));
 	json_decref(image_env);
 	{
 		sbx_err e2 = SBX_ERR_INIT;

@@ -9,9 +9,16 @@
  *   sandboxes/ID/               one per sandbox:
  *     sandbox.json              what was asked (written first: intent)
  *     disk.img                  sparse ext4 image, specs.disk GB
- *     disk/                     its mount: upper/ and work/ of the overlay
+ *     disk/                     its mount: upper/ and work/ of the overlay,
+ *       chan/                   bound at /run/sbx: sbx-init's channel socket
+ *       tmp/                    bound at /tmp
+ *                               (both on the sandbox's own disk: whatever the
+ *                               sandbox writes there counts against its size,
+ *                               never the host's; no host directory is ever
+ *                               shared writable with a sandbox)
+ *     chan.key                  the channel key (host only; sbx-init gets it
+ *                               in its environment at start: chanauth.h)
  *     rootfs/                   overlay mount the container runs on
- *     chan/                     bind-mounted at /run/sbx: sbx-init's channel
  *     bundle/config.json        OCI spec
  *     sandbox.pid                the sentry's host pid (runsc --pid-file)
  *     runsc.log, console.log     runsc's log; PID 1's own stdout/stderr
@@ -41,7 +48,8 @@ struct sandbox_spec {
 };
 
 struct sandbox_paths {
-	char dir[512], disk_img[512], disk_mnt[512], rootfs[512], chan_dir[512], chan_sock[512],
+	char dir[512], disk_img[512], disk_mnt[512], rootfs[512], chan_dir[512], chan_sock[512], tmp_dir[512],
+		chan_key[512],
 		bundle[512], runsc_root[512];
 };
 
@@ -51,7 +59,8 @@ struct sandbox_node_cfg {
 	const char *platform;     /* systrap | ptrace */
 	const char *init_path;    /* host path of the static sbx-init; "" or NULL: a stand-in
 	                           * PID 1 (`sleep infinity` from the rootfs), no channel */
-	int nproc_limit;          /* RLIMIT_NPROC inside */
+	int nproc_limit;          /* most processes a sandbox may have (the memory may
+	                           * allow fewer: sandbox_nproc) */
 	int pids_max;             /* host pids.max backstop */
 	const struct net_config *net; /* the node's network (bridge, subnet, uplink netns) */
 	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
@@ -64,6 +73,15 @@ static inline bool sandbox_has_init(const struct sandbox_node_cfg *c)
 }
 
 void sandbox_paths(const struct sandbox_node_cfg *c, const char *id, struct sandbox_paths *p);
+/* Processes the sandbox's own commands may have (RLIMIT_NPROC): half a
+ * process per MB of memory, 64 at least, nproc_limit at most. Each task costs
+ * the sentry ~0.5 MB of the sandbox's memory cgroup besides the program's
+ * own memory (measured: doc/sandbox-node.md), so a fork bomb under this limit
+ * gets EAGAIN instead of the host's OOM killer ending the whole sandbox.
+ * sbx-init itself may have SANDBOX_INIT_NPROC_HEADROOM more, so exec works
+ * while a bomb holds every process the commands may have. */
+int sandbox_nproc(const struct sandbox_node_cfg *c, const struct sandbox_spec *s);
+#define SANDBOX_INIT_NPROC_HEADROOM 32
 /* Makes everything and starts the container; returns when sbx-init has
  * connected (or listens) on the channel. On failure nothing is left. */
 int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err);

@@ -3,6 +3,7 @@
  * size costs a frame's worth of memory. */
 #include "config.h"
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -313,10 +314,51 @@ static int file_delete(const struct sbx_file_req *req)
 	return r < 0 ? errno : r;
 }
 
+static int under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return !strncmp(path, dir, n) && (path[n] == 0 || path[n] == '/');
+}
+
+/* sbx-init's own files (its channel socket and directory, its binary) are
+ * not for the files API to change: removing the socket would cut the node
+ * agent off at its next restart. Resolved like the operation will resolve
+ * it: the parent's real path plus the last name (which is never followed). */
+static int reserved(const char *path)
+{
+	char buf[SBX_PATH_MAX + 1], real[PATH_MAX], full[PATH_MAX + SBX_NAME_MAX + 2];
+	char *slash, *base;
+	size_t n = strlen(path);
+
+	if (n > SBX_PATH_MAX)
+		return 0;
+	memcpy(buf, path, n + 1);
+	while (n > 1 && buf[n - 1] == '/')
+		buf[--n] = 0;
+	slash = strrchr(buf, '/');
+	if (!slash || !slash[1])
+		return 0; /* "/" */
+	base = slash + 1;
+	if (slash == buf)
+		snprintf(real, sizeof(real), "/");
+	else {
+		*slash = 0;
+		if (!realpath(buf, real))
+			return 0; /* the operation fails on its own */
+	}
+	snprintf(full, sizeof(full), "%s/%s", strcmp(real, "/") ? real : "", base);
+	return under(full, RESERVED_CHAN_DIR) || under(full, RESERVED_INIT_DIR);
+}
+
 void on_file(struct conn *c, uint32_t stream, const struct sbx_file_req *req)
 {
 	mode_t mode = req->mode ? req->mode : 0755;
 
+	if (req->op != SBX_FILE_READ && req->op != SBX_FILE_LIST && reserved(req->path)) {
+		answer(c, stream, EPERM);
+		return;
+	}
 	switch (req->op) {
 	case SBX_FILE_WRITE:
 		file_write(c, stream, req);

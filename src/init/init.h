@@ -29,7 +29,7 @@
  * 2 stderr), u32 length (big-endian, > 0), the bytes. */
 #define LOG_REC_HDR 5
 
-enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_TIMER };
+enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_TIMER, W_CHANDIR };
 
 struct watch {
 	enum wkind kind;
@@ -107,11 +107,17 @@ struct xfer {
 /* main.c: settings from the command line, logging, the epoll set */
 extern const char *procs_dir;
 extern uint64_t proc_log_max;
+extern long cmd_nproc; /* RLIMIT_NPROC of every command (0: ours) */
 void logmsg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void ep_add(int fd, struct watch *w, uint32_t events);
 void ep_mod(int fd, struct watch *w, uint32_t events);
 void set_armed(int fd, struct watch *w, int *armed, int want, uint32_t events);
 void close_watched(int *fd, int *armed);
+
+/* sbx-init's own places inside the sandbox (workers/oci.h puts them there);
+ * the files API may read them but never change them (file.c). */
+#define RESERVED_CHAN_DIR "/run/sbx"
+#define RESERVED_INIT_DIR "/.sbx"
 
 /* conn.c */
 extern struct conn *conns;

@@ -1,7 +1,7 @@
 /* sbx-init: PID 1 inside every sandbox, and the node agent's channel into it.
  *
  *   SBX_CHANNEL_KEY=HEX SBX_SANDBOX_ID=ID sbx-init --channel /run/sbx/channel.sock
- *       [--procs-dir DIR] [--proc-log-max BYTES] [--quiet]
+ *       [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] [--quiet]
  *
  * It listens on a unix socket in a directory of the sandbox's own disk that
  * is bind-mounted at /run/sbx (runsc --host-uds=create makes the socket a
@@ -41,6 +41,7 @@
 #include <unistd.h>
 #include <dirent.h>
 #include <sys/epoll.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -60,7 +61,9 @@ static int quiet;
 static int is_pid1;
 const char *procs_dir = PROCS_DIR;
 uint64_t proc_log_max = PROC_LOG_MAX;
-static struct watch w_listen = { W_LISTEN, NULL }, w_signal = { W_SIGNAL, NULL };
+long cmd_nproc;
+static struct watch w_listen = { W_LISTEN, NULL }, w_signal = { W_SIGNAL, NULL },
+	w_chandir = { W_CHANDIR, NULL };
 
 void logmsg(const char *fmt, ...)
 {
@@ -237,6 +240,73 @@ static int listen_on(const char *path)
 	return fd;
 }
 
+/* The channel socket is a file in the sandbox's filesystem: a command (or
+ * the files API) may remove or replace it. Then the node agent could not
+ * reach us after its next restart, so we bind it again at once. Watched with
+ * inotify on its directory: no periodic wake-ups. */
+static const char *chan_path;
+static int chan_lfd = -1, chan_ifd = -1;
+static struct stat chan_st;
+
+static int chan_listen(void)
+{
+	int fd = listen_on(chan_path);
+
+	if (fd < 0)
+		return -1;
+	if (stat(chan_path, &chan_st) < 0) {
+		close(fd);
+		return -1;
+	}
+	if (chan_lfd >= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, chan_lfd, NULL);
+		close(chan_lfd);
+	}
+	chan_lfd = fd;
+	ep_add(chan_lfd, &w_listen, EPOLLIN);
+	return 0;
+}
+
+static void chan_watch(void)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)], *slash;
+
+	snprintf(dir, sizeof(dir), "%s", chan_path);
+	slash = strrchr(dir, '/');
+	if (!slash)
+		return;
+	*slash = 0;
+	chan_ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (chan_ifd < 0 || inotify_add_watch(chan_ifd, dir[0] ? dir : "/",
+					      IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE) < 0) {
+		logmsg("inotify on %s: %s (a removed channel socket is not bound again)", dir, strerror(errno));
+		if (chan_ifd >= 0)
+			close(chan_ifd);
+		chan_ifd = -1;
+		return;
+	}
+	ep_add(chan_ifd, &w_chandir, EPOLLIN);
+}
+
+static void chan_check(void)
+{
+	char ev[4096];
+	struct stat st;
+
+	while (read(chan_ifd, ev, sizeof(ev)) > 0)
+		;
+	if (lstat(chan_path, &st) == 0 && st.st_dev == chan_st.st_dev && st.st_ino == chan_st.st_ino)
+		return;
+	/* whatever is there now is not ours: a socket of someone else, a
+	 * symlink, a file, an empty directory */
+	if (unlink(chan_path) < 0 && errno == EISDIR)
+		rmdir(chan_path);
+	if (chan_listen() < 0)
+		logmsg("channel %s was replaced and cannot be bound again", chan_path);
+	else
+		logmsg("channel %s was removed or replaced: bound again", chan_path);
+}
+
 /* Descriptors inherited from whoever started us must not reach commands. */
 static void close_inherited(void)
 {
@@ -258,7 +328,7 @@ static void close_inherited(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] "
+	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] "
 			"[--quiet]\n");
 	exit(2);
 }
@@ -317,7 +387,7 @@ int main(int argc, char **argv)
 	const char *channel = NULL;
 	struct epoll_event evs[64];
 	sigset_t set;
-	int lfd, sfd;
+	int sfd;
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--channel") && i + 1 < argc)
@@ -326,6 +396,8 @@ int main(int argc, char **argv)
 			procs_dir = argv[++i];
 		else if (!strcmp(argv[i], "--proc-log-max") && i + 1 < argc)
 			proc_log_max = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--nproc") && i + 1 < argc)
+			cmd_nproc = strtol(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = 1;
 		else if (!strcmp(argv[i], "--version")) {
@@ -365,11 +437,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	procs_dir_init();
-	lfd = listen_on(channel);
-	if (lfd < 0)
+	chan_path = channel;
+	if (chan_listen() < 0)
 		return 1;
+	chan_watch();
 	ep_add(sfd, &w_signal, EPOLLIN);
-	ep_add(lfd, &w_listen, EPOLLIN);
 	logmsg("listening on %s (pid %d)", channel, (int)getpid());
 	/* children that were already ours (none as PID 1) */
 	reap();
@@ -385,7 +457,10 @@ int main(int argc, char **argv)
 			struct conn *c = w->obj;
 			switch (w->kind) {
 			case W_LISTEN:
-				conn_accept(lfd);
+				conn_accept(chan_lfd);
+				break;
+			case W_CHANDIR:
+				chan_check();
 				break;
 			case W_SIGNAL:
 				on_signal(sfd);

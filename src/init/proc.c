@@ -4,6 +4,7 @@
  * background processes. */
 #include "config.h"
 #include <errno.h>
+#include <sys/resource.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -331,6 +332,13 @@ static void child_exec(const struct sbx_exec_req *req, int in, int out, int err,
 		child_fail(errfd, 2);
 	if (chdir(req->cwd) < 0)
 		child_fail(errfd, 1);
+	/* the sandbox's process limit; ours is higher, so a command that
+	 * holds all of its own cannot stop the next exec (--nproc) */
+	if (cmd_nproc > 0) {
+		struct rlimit rl = { (rlim_t)cmd_nproc, (rlim_t)cmd_nproc };
+		if (setrlimit(RLIMIT_NPROC, &rl) < 0)
+			child_fail(errfd, 2);
+	}
 	environ = (char **)req->envp;
 	execvp(req->argv[0], (char *const *)req->argv);
 	child_fail(errfd, 2);

@@ -52,3 +52,16 @@ def connect(path, key=None, sid=None, timeout=5):
     s.settimeout(timeout)
     s.connect(path)
     return handshake(s, key, sid)
+
+
+def serve_handshake(c, key, sid):
+    """sbx-init's side, for tests that stand in for it: HELLO, check AUTH,
+    AUTH_OK. Raises when the host does not prove the key."""
+    key = bytes.fromhex(key)
+    nonce_i = os.urandom(16)
+    c.sendall(frame(HELLO, 0, struct.pack(">I", VERSION) + nonce_i))
+    t, st, p = read_frame(c)
+    if t != AUTH or len(p) != 48 or p[16:] != mac(key, "node", nonce_i, sid):
+        raise ValueError("the host did not prove the key")
+    c.sendall(frame(AUTH_OK, 0, mac(key, "init", p[:16], sid)))
+    return c

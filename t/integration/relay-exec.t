@@ -31,7 +31,7 @@ fi
 
 BGPIDS=()
 trap 'rc=$?; for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null; done; sb_cleanup; t_end $rc' EXIT
-plan 51
+plan 52
 
 T=$T_TMP
 mk() {
@@ -198,21 +198,42 @@ wait_until 30 sh -c "'$R' -T 5 exec '$A' -- true 2>/dev/null"
 
 # ---- a hostile sbx-init: its malformed frame closes the channel, nothing else ----
 # (D's channel is opened for the first time by the new agent: a fake stands
-# in for its socket, answers HELLO, and answers the EXEC with an empty STDOUT)
-sock=$SB_STATE/sandboxes/$D/chan/channel.sock
+# in for its socket. One without D's key fails the handshake; one with it
+# (a compromised sbx-init knows its own key) answers the EXEC with an empty
+# STDOUT, a malformed frame)
+sock=$SB_STATE/sandboxes/$D/disk/chan/channel.sock
 mv "$sock" "$sock.real"
-python3 - "$sock" > /dev/null 2>&1 << 'EOF_PY' &
+# fake_init KEY: a stand-in sbx-init on D's socket that proves KEY, then
+# answers one EXEC with a malformed frame.
+fake_init() {
+	python3 - "$sock" "$1" "$D" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
 import socket, struct, sys, time
-s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(1)
-c, _ = s.accept()
-c.sendall(struct.pack(">IBII", 9, 0x87, 0, 2))
-h = c.recv(9); stream = struct.unpack(">IBI", h)[2]
-c.sendall(struct.pack(">IBI", 5, 0x83, stream))
-time.sleep(5)
+sys.path.insert(0, sys.argv[4])
+from chanlib import read_frame, serve_handshake
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
+while True:
+    c, _ = s.accept()
+    try:
+        serve_handshake(c, sys.argv[2], sys.argv[3])
+    except Exception:
+        c.close()
+        continue
+    t, stream, p = read_frame(c)
+    c.sendall(struct.pack(">IBI", 5, 0x83, stream))
+    time.sleep(5)
+    break
 EOF_PY
-fp=$!
-BGPIDS+=($fp)
-wait_until 10 test -S "$sock"
+	fp=$!
+	BGPIDS+=($fp)
+	wait_until 10 test -S "$sock"
+}
+fake_init "$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')"
+rx -T 20 exec "$D" -- echo nokey 2> "$T/e"
+like "$? $(cat "$T/e")" "^250 .*error.*(prove|handshake|closed)" "a stand-in without the sandbox's key fails the handshake: the op ends with an error"
+kill $fp 2> /dev/null
+wait $fp 2> /dev/null
+rm -f "$sock"
+fake_init "$(cat "$SB_STATE/sandboxes/$D/chan.key")"
 rx -T 20 exec "$D" -- echo hi 2> "$T/e"
 like "$? $(cat "$T/e")" "^250 .*error internal: .*malformed" "a malformed frame from inside: the op ends with error internal"
 ok "kill -0 $np2" "...and the node agent lives on"
