@@ -779,6 +779,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->sc.init_path = n->init_path;
 	n->sc.nproc_limit = (int)sbx_cfg_int(cfg, "sandbox_nproc");
 	n->sc.pids_max = (int)sbx_cfg_int(cfg, "sandbox_pids_max");
+	n->sc.fault_points = sbx_cfg_bool(cfg, "fault_points");
 	n->sc.net = &n->net;
 	n->sc.start_timeout_ms = (int)sbx_cfg_int(cfg, "start_timeout") * 1000;
 	log_info("node agent #%d started (node %s, state %s, init %s)", index, n->node_id, n->sc.state_dir,

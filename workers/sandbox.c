@@ -20,6 +20,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -335,6 +336,31 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 
 /* ---- start ---------------------------------------------------------------------- */
 
+/* A test's fault point: with fault_points on and state_dir/faults/POINT.armed
+ * present, the start process writes its pid to faults/POINT.ID.pid and stops
+ * itself, so the test kills it at exactly this point instead of racing it.
+ * Points: start-dir (the sandbox's directory exists), start-runsc (runsc
+ * runs the container). */
+static void fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
+{
+	char path[700], pid[24];
+	cleanup_close int fd = -1;
+	int n;
+
+	if (!c->fault_points)
+		return;
+	snprintf(path, sizeof(path), "%s/faults/%s.armed", c->state_dir, point);
+	if (access(path, F_OK) < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/faults/%s.%s.pid", c->state_dir, point, id);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
+	if (fd < 0 || write(fd, pid, (size_t)n) != n)
+		return;
+	log_info("sandbox %s: fault point %s: pid %d stops here", id, point, (int)getpid());
+	raise(SIGSTOP);
+}
+
 int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err)
 {
 	struct sandbox_paths p;
@@ -372,6 +398,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p.dir);
 	}
 
+	fault_point(c, "start-dir", s->id);
 	step = "intent";
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
@@ -399,6 +426,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step = "runsc";
 	if (runsc_start(c, s, &p, deadline, err) < 0)
 		goto fail;
+	fault_point(c, "start-runsc", s->id);
 	step = "sbx-init";
 	if (sandbox_has_init(c)) {
 		int fd, left = (int)(deadline - sbx_now_ms());

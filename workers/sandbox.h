@@ -64,6 +64,8 @@ struct sandbox_node_cfg {
 	int pids_max;             /* host pids.max backstop */
 	const struct net_config *net; /* the node's network (bridge, subnet, uplink netns) */
 	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
+	bool fault_points;        /* test hook (setting fault_points): sandbox_start may stop
+	                           * itself at armed points (doc/testing.md) */
 };
 
 /* Runs with sbx-init as PID 1 (init_path set), or with the stand-in. */

@@ -9,7 +9,10 @@
 #     which is what `runsc list` reads), before the API answered;
 #  c) the provisioner, while the create is in flight on the node;
 #  d) the node agent's short-lived start process (its child), as soon as the
-#     directory appears, and e) as soon as runsc knows the container.
+#     directory appears, and e) as soon as runsc runs the container: there
+#     the start process stops itself at an armed fault point (setting
+#     fault_points, doc/testing.md) and is killed, so the kill never races
+#     the create.
 # The create answers 503 with the record failed (with a reason), or 201 with
 # a ready, usable sandbox when the kill came after the work was done; never
 # a 'starting' record. For a worker role the master restarts the killed
@@ -54,33 +57,6 @@ new_one() {
 	return 1
 }
 
-# start_proc NODE_PID ID: the node agent's start process for ID. The node
-# agent's children are forked sbx-workers (start/destroy processes, maybe
-# other tests') and runsc processes it reaps as a subreaper. Ours is the
-# one whose own child names ID (mkfs, ip, runsc...); failing that the only
-# candidate, or the newest. Builtins only: the window is a few ms.
-start_proc() {
-	local c g comm kids gk best="" best_t=0 n=0 args st
-	read -r kids < "/proc/$1/task/$1/children" 2> /dev/null
-	for c in $kids; do
-		read -r comm < "/proc/$c/comm" 2> /dev/null || continue
-		[ "$comm" = sbx-worker ] || continue
-		n=$((n + 1))
-		gk=""
-		read -r gk < "/proc/$c/task/$c/children" 2> /dev/null
-		for g in $gk; do
-			mapfile -d '' args < "/proc/$g/cmdline" 2> /dev/null
-			[[ " ${args[*]} " == *"$2"* ]] && { echo "$c"; return 0; }
-		done
-		read -r st < "/proc/$c/stat" 2> /dev/null
-		st=${st##*) }
-		read -r -a st <<< "$st"
-		# field 22 (starttime) is index 19 after "pid (comm) "
-		[ "${st[19]:-0}" -ge "$best_t" ] && { best=$c; best_t=${st[19]:-0}; }
-	done
-	[ $n -ge 1 ] && { echo "$best"; return 0; }
-	return 1
-}
 # state_files: the containers runsc knows (the files `runsc list` reads),
 # without a fork.
 state_files() {
@@ -96,9 +72,17 @@ state_files() {
 # LISTER shows a new sandbox, SIGKILLs the worker's ROLE (node, provisioner,
 # or start: the node agent's start process); then checks.
 crash() {
-	local point=$1 role=$2 lister=$3 rid before old new id="" code body st reason deadline seen="" mark m node0
+	local point=$1 role=$2 lister=$3 rid before old new id="" code body st reason deadline seen="" mark m node0 fault=""
 	T_SECTION=$point
 	rid="it-crash-$point-$RANDOM$RANDOM"
+	# The start process's points are armed (fault_points, doc/testing.md): it
+	# stops itself there and the test kills it at exactly that point.
+	if [ "$role" = start ]; then
+		fault=${point#?-} # d-start-dir -> start-dir
+		mkdir -p "$SB_STATE/faults"
+		rm -f "$SB_STATE/faults/$fault".*
+		touch "$SB_STATE/faults/$fault.armed"
+	fi
 	before=$($lister)
 	node0=$(worker_pid node)
 	old=$(worker_pid "$role")
@@ -112,8 +96,22 @@ crash() {
 	deadline=$((SECONDS + 15))
 	# Other tests may create sandboxes meanwhile: a new one is ours when the
 	# API logged it for our request id (it does so before the node hears).
-	local x
-	while [ $SECONDS -lt $deadline ]; do
+	local x f
+	if [ -n "$fault" ]; then
+		# the start process stopped itself at the point and named itself
+		while [ $SECONDS -lt $deadline ] && [ -z "$seen" ]; do
+			for f in "$SB_STATE/faults/$fault".*.pid; do
+				[ -s "$f" ] || continue
+				seen=${f##*/"$fault".}
+				seen=${seen%.pid}
+				old=$(cat "$f")
+				break
+			done
+			[ -n "$seen" ] || sleep 0.05
+		done
+		rm -f "$SB_STATE/faults/$fault".*
+	fi
+	while [ -z "$fault" ] && [ $SECONDS -lt $deadline ]; do
 		x=$(new_one "$lister" "$before") || continue
 		if log_since "$mark" | grep -qF "req=$rid: sandbox $x: starting"; then
 			seen=$x
@@ -122,7 +120,6 @@ crash() {
 		before+=$'\n'$x
 	done
 	local killed=0 was=""
-	[ -n "$seen" ] && [ "$role" = start ] && { old=$(start_proc "$node0" "$seen") || old=""; }
 	if [ -n "$seen" ] && [ -n "$old" ]; then
 		[ "$role" = start ] && was="; the start process still ran: $([ -d "/proc/$old" ] && echo yes || echo no)"
 		kill -KILL "$old" && killed=1
