@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include "cleanup.h"
+#include "errcode.h"
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
@@ -38,9 +39,9 @@ int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 		return sbx_err_set(err, 404, "not_found", "Sandbox not found");
 	st = PQgetvalue(res, 0, 0);
 	if (!strcmp(st, "failed"))
-		return sbx_err_set(err, 400, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
+		return sbx_err_code(err, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
 	if (strcmp(st, "ready") != 0)
-		return sbx_err_set(err, 400, "not_ready", "Sandbox is %s, not ready", st);
+		return sbx_err_code(err, "not_ready", "Sandbox is %s, not ready", st);
 	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
 	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
 	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
@@ -145,31 +146,13 @@ void rt_error_event(const sbx_mq_msg *m, sbx_err *err)
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
 	const char *msg = NULL, *code = NULL;
-	int status = 500;
 
 	b = json_loadb(m->body, m->len, 0, &jerr);
 	if (!b || json_unpack_ex(b, &jerr, 0, "{s:s, s?s}", "message", &msg, "code", &code) < 0) {
 		sbx_err_set(err, 502, "bad_event", "The node sent a malformed error");
 		return;
 	}
-	if (!code)
-		code = "internal";
-	if (!strcmp(code, "not_found"))
-		status = 404;
-	else if (!strcmp(code, "cwd_missing") || !strcmp(code, "not_a_directory") || !strcmp(code, "exists") ||
-		 !strcmp(code, "is_a_directory") || !strcmp(code, "invalid") || !strcmp(code, "exec_failed") ||
-		 !strcmp(code, "not_ready"))
-		status = 400;
-	else if (!strcmp(code, "no_space") || !strcmp(code, "too_large"))
-		status = 413;
-	else if (!strcmp(code, "sandbox_dead"))
-		status = 400;
-	else if (!strcmp(code, "busy"))
-		status = 409;
-	else if (!strcmp(code, "stdin_closed") || !strcmp(code, "broken_pipe") || !strcmp(code, "not_empty") ||
-		 !strcmp(code, "permission_denied"))
-		status = 400;
-	sbx_err_set(err, status, code, "%s", msg);
+	sbx_err_code(err, code ? code : "internal", "%s", msg);
 }
 
 int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,

@@ -14,8 +14,8 @@ struct rt_sandbox {
 };
 
 /* Loads the caller's sandbox and checks it can run things: 404 when it is
- * not theirs, 400 naming the state when it is not ready (with the reason
- * when it failed). Touches last_activity_at. */
+ * not theirs, 400 naming the state when it is not ready, 503 with the
+ * reason when it failed. Touches last_activity_at. */
 int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err);
 void rt_sandbox_free(struct rt_sandbox *sb);
 
@@ -42,7 +42,8 @@ long long rt_now_ms(void);
  * reply is the `done` body; an `error` event becomes err with its status. */
 int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,
 	    json_t **reply, sbx_err *err);
-/* Maps an `error` event's body to an sbx_err (status from its code). */
+/* Maps an `error` event's body to an sbx_err (status from its code, in
+ * src/lib/errcode.c). */
 void rt_error_event(const sbx_mq_msg *m, sbx_err *err);
 
 /* Standard base64 of n bytes, malloc'd (NULL when out of memory). */
