@@ -29,8 +29,10 @@
 #include "json.h"
 #include "log.h"
 #include "mq.h"
+#include "msg.h"
 #include "net.h"
 #include "node_exec.h"
+#include "reply.h"
 #include "roles.h"
 #include "sandbox.h"
 
@@ -239,7 +241,7 @@ static void op_done(struct node *n, struct op *o)
 			if (s)
 				s->st = SB_FREE;
 			if (o->reply)
-				send_reply(n, o->reply_to, o->corr, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+				send_reply(n, o->reply_to, o->corr, sbx_reply_fail(NULL, msg));
 			if (ok)
 				destroy_local(n, o->id, NULL, "cancelled during start");
 		}
@@ -254,8 +256,7 @@ static void op_done(struct node *n, struct op *o)
 				s->st = SB_READY; /* the next orphan or liveness pass tries again */
 		}
 		if (o->reply)
-			send_reply(n, o->reply_to, o->corr,
-				   ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+			send_reply(n, o->reply_to, o->corr, ok ? sbx_reply_ok() : sbx_reply_fail(NULL, msg));
 	}
 	sbx_log_set_request_id(NULL);
 }
@@ -293,12 +294,12 @@ static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, c
 		if (s)
 			s->destroy_after_start = true;
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
 	if (o && o->kind == OP_DESTROY) {
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
 	/* relay: its ops end now */
@@ -311,8 +312,7 @@ static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, c
 		if (s)
 			s->st = SB_READY;
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not fork"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "node agent could not fork"));
 	}
 }
 
@@ -394,8 +394,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
 	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
 		log_warnx("rejecting a malformed start request: %s", jerr.text);
-		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed start request"));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
 	}
 	{
@@ -418,14 +417,13 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		}
 		if (s) {
 			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "the sandbox is being destroyed on the node"));
+				   sbx_reply_fail(NULL, "the sandbox is being destroyed on the node"));
 			return;
 		}
 	}
 	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
 		log_warnx("sandbox %s: %s", id, why);
-		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s, s:s}", "ok", 0, "error", why, "code", "no_capacity"));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
 		return;
 	}
 	ne = json_object_size(env);
@@ -437,7 +435,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		envbuf = malloc(total + 1);
 		if (!envv || !envbuf) {
 			free(envv);
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 0, "error", "out of memory"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "out of memory"));
 			return;
 		}
 		char *p = envbuf;
@@ -461,7 +459,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		if (s)
 			s->st = SB_FREE;
 		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not start a worker process"));
+			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 	} else {
 		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
 	}
@@ -485,25 +483,32 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body || !json_is_object(body) || !m->reply_to[0]) {
 		log_warnx("rejecting a malformed message of type '%.32s'", m->type);
-	} else if (!strcmp(m->type, "start")) {
+		goto ack;
+	}
+	switch (sbx_msg_kind(m->type)) {
+	case SBX_MSG_START:
 		on_start(n, m, body);
-	} else if (!strcmp(m->type, "destroy")) {
+		break;
+	case SBX_MSG_DESTROY:
 		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &id) < 0 || !sbx_id_valid(id)) {
 			log_warnx("rejecting a malformed destroy request");
-			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed destroy request"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed destroy request"));
 		} else {
 			destroy_local(n, id, m, "asked");
 		}
-	} else if (!strcmp(m->type, "ping")) {
+		break;
+	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
 			count += n->sbs[i].st != SB_FREE;
 		send_reply(n, m->reply_to, m->correlation_id,
 			   json_pack("{s:b, s:s, s:i}", "ok", 1, "node", n->node_id, "sandboxes", count));
-	} else {
+		break;
+	}
+	default:
 		log_warnx("rejecting a message of unknown type '%.32s'", m->type);
 	}
+ack:
 	/* at most once: a lost start is a failed create, never a double one */
 	if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
 		log_warnx("%s", err.msg);
@@ -774,7 +779,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	memset(n, 0, sizeof(*n));
 	n->cfg = cfg;
 	n->node_id = worker_node_id(cfg);
-	node_queue_name(n->node_id, n->queue, sizeof(n->queue));
+	if (sbx_msg_node_queue(n->node_id, n->queue, sizeof(n->queue), &err) < 0)
+		fatalx("node %s: %s", n->node_id, err.msg);
 	n->net.bridge = sbx_cfg_str(cfg, "net_bridge");
 	n->net.subnet = sbx_cfg_str(cfg, "net_subnet");
 	n->net.uplink_netns = sbx_cfg_str(cfg, "net_uplink_netns");

@@ -17,6 +17,7 @@
 #include "driver.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "roles.h"
 
 static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
@@ -61,9 +62,10 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 	}
 	for (int i = 0; i < PQntuples(d) && !sbx_child_stop; i++) {
 		cleanup_json json_t *res = provisioner_destroy(db, drv, PQgetvalue(d, i, 0), NULL);
-		if (!json_is_true(json_object_get(res, "ok")))
+		cleanup_reply struct sbx_reply rep = { 0 };
+		if (sbx_reply_unpack(&rep, res, NULL, &err) < 0 || !rep.ok)
 			log_warnx("sandbox %s: destroy failed (%s); next pass retries", PQgetvalue(d, i, 0),
-				  json_string_value(json_object_get(res, "error")));
+				  rep.json ? (rep.error ? rep.error : "no reason given") : err.msg);
 	}
 }
 

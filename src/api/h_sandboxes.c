@@ -10,6 +10,7 @@
 #include "json.h"
 #include "log.h"
 #include "page.h"
+#include "reply.h"
 
 static const char *const statuses[] = { "starting", "ready", "pausing", "paused", "resuming", "failed",
 					"destroyed" };
@@ -401,7 +402,6 @@ void h_sandboxes_create(struct api_req *r)
 	struct create_req c = { 0 };
 	sbx_err err = SBX_ERR_INIT;
 	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16];
-	sbx_mq_msg reply = { 0 };
 	json_t *s;
 
 	if (api_json_body(r, &body, &err) < 0 || validate_create(r, body, &c, &err) < 0 ||
@@ -451,53 +451,35 @@ void h_sandboxes_create(struct api_req *r)
 
 	/* ask a provisioner; whatever happens, the record does not stay 'starting' */
 	{
-		cleanup_free char *msg = NULL;
-		json_t *m = json_pack("{s:s}", "sandbox_id", id);
-		json_t *rep = NULL;
-		json_error_t jerr;
-		int ok = 0;
-		const char *why = NULL, *node = NULL, *container = NULL, *code = NULL;
+		static const char *const extra[] = { "node_id", "container_id", NULL };
+		cleanup_json json_t *m = json_pack("{s:s}", "sandbox_id", id);
+		cleanup_reply struct sbx_reply rep = { 0 };
+		char reason[600];
 
-		msg = json_dumps(m, JSON_COMPACT);
-		json_decref(m);
 		if (api_mq(r, &err) < 0 ||
-		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "provision", msg, strlen(msg),
-			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
-			char reason[600];
-			snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
-									     : "the work queue is unavailable");
+		    sbx_msg_call(r->ctx->mq, SBX_MSG_PROVISION, NULL, m, (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000,
+				 extra, &rep, &err) < 0 ||
+		    !rep.ok) {
+			bool malformed = !rep.json && !strcmp(err.code, "bad_reply");
+
+			if (rep.json)
+				snprintf(reason, sizeof(reason), "%s", rep.error ? rep.error : "unknown error");
+			else if (malformed)
+				snprintf(reason, sizeof(reason), "provisioner sent a malformed reply");
+			else
+				snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
+										     : "the work queue is unavailable");
 			mark_failed(r, id, reason);
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
-			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
-			return;
-		}
-		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
-		sbx_mq_msg_free(&reply);
-		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s, s?s}", "ok", &ok, "error", &why,
-					   "code", &code, "node_id", &node, "container_id", &container) < 0) {
-			json_decref(rep);
-			mark_failed(r, id, "provisioner sent a malformed reply");
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: malformed reply");
-			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
-			return;
-		}
-		if (!ok) {
-			char reason[600];
-			snprintf(reason, sizeof(reason), "%s", why ? why : "unknown error");
-			json_decref(rep);
-			mark_failed(r, id, reason);
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
+			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s",
+				    malformed ? "malformed reply" : reason);
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
 		if (sbx_db_query(&r->ctx->db, NULL, &err,
 				 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
 				 "last_activity_at = now() WHERE id = $1 AND status = 'starting'",
-				 3, id, node, container) < 0) {
-			json_decref(rep);
+				 3, id, sbx_reply_str(&rep, "node_id"), sbx_reply_str(&rep, "container_id")) < 0)
 			goto fail;
-		}
-		json_decref(rep);
 	}
 	s = load_sandbox(r, id, &err);
 	if (!s)
@@ -541,26 +523,16 @@ void h_sandbox_delete(struct api_req *r)
 		return;
 	}
 	{
-		cleanup_free char *msg = NULL;
-		cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", r->m.id), *rep = NULL;
-		sbx_mq_msg reply = { 0 };
-		json_error_t jerr;
-		int ok = 0;
-		const char *why = NULL;
+		cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", r->m.id);
+		cleanup_reply struct sbx_reply rep = { 0 };
 
-		msg = json_dumps(body, JSON_COMPACT);
 		if (api_mq(r, &err) < 0 ||
-		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "destroy", msg, strlen(msg),
-			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
-			sbx_err_set(&err, 503, "destroy_pending",
-				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
-			api_send_error(r, &err);
-			return;
-		}
-		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
-		sbx_mq_msg_free(&reply);
-		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s}", "ok", &ok, "error", &why) < 0 || !ok) {
-			log_warnx("sandbox %s: destroy failed: %s", r->m.id, why ? why : "malformed reply");
+		    sbx_msg_call(r->ctx->mq, SBX_MSG_DESTROY, NULL, body,
+				 (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, NULL, &rep, &err) < 0 ||
+		    !rep.ok) {
+			if (rep.json || !strcmp(err.code, "bad_reply"))
+				log_warnx("sandbox %s: destroy failed: %s", r->m.id,
+					  rep.json ? (rep.error ? rep.error : "no reason given") : "malformed reply");
 			sbx_err_set(&err, 503, "destroy_pending",
 				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
 			api_send_error(r, &err);

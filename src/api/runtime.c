@@ -56,14 +56,14 @@ void rt_sandbox_free(struct rt_sandbox *sb)
 	sb->env = NULL;
 }
 
-int rt_send_raw(struct rt_op *op, const char *type, const void *data, size_t len, sbx_err *err)
+int rt_send_raw(struct rt_op *op, enum sbx_msg_kind kind, const void *data, size_t len, sbx_err *err)
 {
-	struct sbx_mq_pub p = { .type = type, .correlation_id = op->op_id };
+	struct sbx_mq_pub p = { .type = sbx_msg_name(kind), .correlation_id = op->op_id };
 
 	return sbx_mq_publish(op->r->ctx->mq, op->queue, data, len, &p, err);
 }
 
-int rt_send(struct rt_op *op, const char *type, json_t *body, sbx_err *err)
+int rt_send(struct rt_op *op, enum sbx_msg_kind kind, json_t *body, sbx_err *err)
 {
 	cleanup_free char *s = NULL;
 
@@ -72,10 +72,10 @@ int rt_send(struct rt_op *op, const char *type, json_t *body, sbx_err *err)
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
 		return sbx_err_set(err, 500, "nomem", "out of memory");
-	return rt_send_raw(op, type, s, strlen(s), err);
+	return rt_send_raw(op, kind, s, strlen(s), err);
 }
 
-int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body,
+int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body,
 	     sbx_err *err)
 {
 	cleanup_free char *s = NULL;
@@ -84,13 +84,14 @@ int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const c
 	op->r = r;
 	op->sb = sb;
 	sbx_id_new(op->op_id);
-	snprintf(op->queue, sizeof(op->queue), "sbx.node.%s", sb->node_id);
+	if (sbx_msg_route(kind, sb->node_id, op->queue, sizeof(op->queue), err) < 0)
+		return -1;
 	json_object_set_new(body, "sandbox_id", json_string(sb->id));
 	json_object_set_new(body, "op_id", json_string(op->op_id));
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
 		return sbx_err_set(err, 500, "nomem", "out of memory");
-	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, type, s, strlen(s), op->op_id, err) < 0)
+	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, sbx_msg_name(kind), s, strlen(s), op->op_id, err) < 0)
 		return sbx_err_set(err, 503, "mq_unavailable", "The sandbox's node cannot be reached now");
 	return 0;
 }
@@ -155,7 +156,7 @@ void rt_error_event(const sbx_mq_msg *m, sbx_err *err)
 	sbx_err_code(err, code ? code : "internal", "%s", msg);
 }
 
-int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,
+int rt_call(struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body, int timeout_ms,
 	    json_t **reply, sbx_err *err)
 {
 	struct rt_op op;
@@ -165,22 +166,23 @@ int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *
 	int n;
 
 	*reply = NULL;
-	if (rt_start(&op, r, sb, type, body, err) < 0)
+	if (rt_start(&op, r, sb, kind, body, err) < 0)
 		return -1;
 	while ((n = rt_next(&op, deadline, &m, err)) == 1) {
-		if (!strcmp(m.type, "done")) {
+		switch (sbx_msg_kind(m.type)) {
+		case SBX_MSG_DONE:
 			*reply = json_loadb(m.body, m.len, JSON_REJECT_DUPLICATES, &jerr);
 			sbx_mq_msg_free(&m);
 			if (!*reply)
 				return sbx_err_set(err, 502, "bad_event", "The node sent a malformed answer");
 			return 0;
-		}
-		if (!strcmp(m.type, "error")) {
+		case SBX_MSG_ERROR:
 			rt_error_event(&m, err);
 			sbx_mq_msg_free(&m);
 			return -1;
+		default:
+			sbx_mq_msg_free(&m);
 		}
-		sbx_mq_msg_free(&m);
 	}
 	if (n < 0)
 		return -1;

@@ -11,6 +11,8 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/page.c src/lib/page.h \
 	src/lib/db.c src/lib/db.h \
 	src/lib/mq.c src/lib/mq.h \
+	src/lib/msg.c src/lib/msg.h \
+	src/lib/reply.c src/lib/reply.h \
 	src/lib/daemon.c src/lib/daemon.h \
 	src/lib/router.c src/lib/router.h \
 	src/lib/frame.c src/lib/frame.h

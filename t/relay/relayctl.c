@@ -36,6 +36,7 @@
 #include <sodium.h>
 #include "id.h"
 #include "mq.h"
+#include "msg.h"
 
 #define WINDOW (1024 * 1024)
 #define CHUNK (256 * 1024)
@@ -251,7 +252,8 @@ int main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	optind = 1;
-	snprintf(queue, sizeof(queue), "sbx.node.%s", node);
+	if (sbx_msg_node_queue(node, queue, sizeof(queue), &err) < 0)
+		die("%s", err.msg);
 	sbx_id_new(op_id);
 	deadline = now_ms() + (long long)total_s * 1000;
 	if (sbx_mq_open(&mq, url, &err) < 0)
