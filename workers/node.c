@@ -35,6 +35,7 @@
 #include "reply.h"
 #include "roles.h"
 #include "sandbox.h"
+#include "sandbox_state.h"
 
 #define MAX_SANDBOXES 4096
 #define LIVENESS_MS 2000
@@ -520,10 +521,7 @@ static void mark_failed(struct node *n, const char *id, const char *why)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (sbx_db_query(&n->db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
-			 "WHERE id = $1 AND status IN ('starting', 'ready', 'pausing', 'paused', 'resuming')",
-			 2, id, why) < 0)
+	if (sbx_sandbox_fail(&n->db, id, why, &err) < 0)
 		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
 }
 
@@ -532,13 +530,11 @@ static void record_oom(struct node *n, struct sb *s)
 {
 	long oom = sandbox_oom_kills(s->id);
 	sbx_err err = SBX_ERR_INIT;
-	char v[24];
 
 	if (oom <= s->oom_kills)
 		return;
-	snprintf(v, sizeof(v), "%ld", oom);
 	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
-	if (sbx_db_query(&n->db, NULL, &err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1", 2, s->id, v) == 0)
+	if (sbx_sandbox_oom_kills(&n->db, s->id, oom, &err) == 0)
 		s->oom_kills = oom;
 }
 
@@ -598,8 +594,8 @@ static void reap_orphans(struct node *n, bool at_start)
 			goto out; /* without the records, remove nothing */
 		}
 		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
-		if (PQntuples(r) == 1 && (!strcmp(st, "ready") || !strcmp(st, "paused") || !strcmp(st, "pausing") ||
-					  !strcmp(st, "resuming")) && !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
+		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
+		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
 			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
 				log_info("sandbox %s: adopted (%s)", id, st);
 			continue;

@@ -23,6 +23,7 @@
 #include "msg.h"
 #include "reply.h"
 #include "roles.h"
+#include "sandbox_state.h"
 
 #define RETRY_MIN_MS 500
 #define RETRY_MAX_MS 30000
@@ -70,13 +71,13 @@ static json_t *do_provision(struct prov *p, const char *id)
 {
 	struct sandbox_rec rec;
 	struct placement pl = { { 0 }, { 0 } };
-	cleanup_pgres PGresult *res = NULL;
 	sbx_err err = SBX_ERR_INIT;
 	char status[32];
+	int rc;
 
 	if (sandbox_rec_load(&p->db, id, &rec, status, sizeof(status), &err) < 0)
 		return sbx_reply_fail(NULL, err.msg);
-	if (strcmp(status, "starting") != 0) {
+	if (sbx_sb_status_parse(status) != SBX_SB_STARTING) {
 		sandbox_rec_free(&rec);
 		return sbx_reply_fail(NULL, "the sandbox is no longer starting");
 	}
@@ -85,12 +86,8 @@ static json_t *do_provision(struct prov *p, const char *id)
 		log_warnx("sandbox %s: start failed: %s", id, err.msg);
 		return sbx_reply_fail(err.code, err.msg);
 	}
-	if (sbx_db_query(&p->db, &res, &err,
-			 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
-			 "last_activity_at = now() WHERE id = $1 AND status = 'starting' "
-			 "AND destroy_requested_at IS NULL RETURNING id",
-			 3, id, pl.node_id, pl.container_id) < 0 ||
-	    PQntuples(res) != 1) {
+	rc = sbx_sandbox_ready(&p->db, id, NULL, pl.node_id, pl.container_id, true, &err);
+	if (rc <= 0) {
 		sbx_err derr = SBX_ERR_INIT;
 		/* cancelled, failed by a deadline, or the database is gone: undo */
 		snprintf(rec.node_id, sizeof(rec.node_id), "%s", pl.node_id);
@@ -112,7 +109,7 @@ json_t *provisioner_destroy(sbx_db *db, struct driver *drv, const char *id, cons
 
 	if (sandbox_rec_load(db, id, &rec, status, sizeof(status), &err) < 0)
 		return sbx_reply_fail(NULL, err.msg);
-	if (!strcmp(status, "destroyed") && !reason) {
+	if (sbx_sb_status_parse(status) == SBX_SB_DESTROYED && !reason) {
 		sandbox_rec_free(&rec);
 		return sbx_reply_ok();
 	}
@@ -122,10 +119,7 @@ json_t *provisioner_destroy(sbx_db *db, struct driver *drv, const char *id, cons
 		return sbx_reply_fail(NULL, err.msg);
 	}
 	sandbox_rec_free(&rec);
-	if (sbx_db_query(db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'destroyed', destroyed_at = coalesce(destroyed_at, now()), "
-			 "destroy_reason = coalesce(destroy_reason, $2, 'user') WHERE id = $1",
-			 2, id, reason) < 0)
+	if (sbx_sandbox_destroyed(db, id, reason, &err) < 0)
 		return sbx_reply_fail(NULL, err.msg);
 	log_info("sandbox %s: destroyed", id);
 	return sbx_reply_ok();

@@ -11,9 +11,7 @@
 #include "log.h"
 #include "page.h"
 #include "reply.h"
-
-static const char *const statuses[] = { "starting", "ready", "pausing", "paused", "resuming", "failed",
-					"destroyed" };
+#include "sandbox_state.h"
 
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
@@ -51,6 +49,7 @@ void h_sandboxes_list(struct api_req *r)
 	sbx_err err = SBX_ERR_INIT;
 	char status[32], lim[16], off[24];
 	const char *status_p = NULL;
+	int st;
 	sbx_page pg;
 	long long total;
 	json_t *items, *data;
@@ -66,9 +65,8 @@ void h_sandboxes_list(struct api_req *r)
 		return;
 	}
 	if (q == 1) {
-		for (size_t i = 0; i < SBX_ARRAY_LEN(statuses); i++)
-			if (!strcmp(status, statuses[i]))
-				status_p = statuses[i];
+		if ((st = sbx_sb_status_parse(status)) >= 0)
+			status_p = sbx_sb_status_name((enum sbx_sb_status)st);
 		if (!status_p) {
 			sbx_err_set(&err, 400, "invalid_query",
 				    "status must be one of starting, ready, pausing, paused, resuming, failed, destroyed");
@@ -132,9 +130,7 @@ void h_sandbox_get(struct api_req *r)
 
 static bool settled(json_t *s)
 {
-	const char *st = json_string_value(json_object_get(s, "status"));
-	return st && (!strcmp(st, "ready") || !strcmp(st, "failed") || !strcmp(st, "destroyed") ||
-		      !strcmp(st, "paused"));
+	return sbx_sb_settled(sbx_sb_status_parse(json_string_value(json_object_get(s, "status"))));
 }
 
 static long long now_ms(void)
@@ -387,10 +383,7 @@ static void mark_failed(struct api_req *r, const char *id, const char *reason)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (sbx_db_query(&r->ctx->db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
-			 "WHERE id = $1 AND status = 'starting'",
-			 2, id, reason) < 0)
+	if (sbx_sandbox_fail_start(&r->ctx->db, id, r->org.org_id, reason, &err) < 0)
 		log_warnx("sandbox %s: could not record failure (%s); the reaper will", id, err.msg);
 }
 
@@ -475,10 +468,9 @@ void h_sandboxes_create(struct api_req *r)
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
-		if (sbx_db_query(&r->ctx->db, NULL, &err,
-				 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
-				 "last_activity_at = now() WHERE id = $1 AND status = 'starting'",
-				 3, id, sbx_reply_str(&rep, "node_id"), sbx_reply_str(&rep, "container_id")) < 0)
+		/* the provisioner marked it ready before it answered: this repeats it, guarded (never over a later change) */
+		if (sbx_sandbox_ready(&r->ctx->db, id, r->org.org_id, sbx_reply_str(&rep, "node_id"),
+				      sbx_reply_str(&rep, "container_id"), false, &err) < 0)
 			goto fail;
 	}
 	s = load_sandbox(r, id, &err);
@@ -493,32 +485,24 @@ fail:
 
 void h_sandbox_delete(struct api_req *r)
 {
-	cleanup_pgres PGresult *res = NULL;
 	sbx_err err = SBX_ERR_INIT;
-	const char *st;
+	int was, found;
 
 	/* Write the intent first. A record that never got a sandbox (starting,
 	 * failed) is destroyed at once: a create still running sees it and
 	 * undoes its work; a node's leftovers are its reaper's. */
-	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "WITH old AS (SELECT id, status FROM sandboxes WHERE id = $1 AND org_id = $2 FOR UPDATE) "
-			 "UPDATE sandboxes s SET destroy_requested_at = coalesce(s.destroy_requested_at, now()), "
-			 "  destroy_reason = coalesce(s.destroy_reason, 'user'), "
-			 "  status = CASE WHEN old.status IN ('starting', 'failed') THEN 'destroyed' ELSE s.status END, "
-			 "  destroyed_at = CASE WHEN old.status IN ('starting', 'failed') THEN now() ELSE s.destroyed_at END "
-			 "FROM old WHERE s.id = old.id RETURNING old.status",
-			 2, r->m.id, r->org.org_id) < 0) {
+	found = sbx_sandbox_destroy_intent(&r->ctx->db, r->m.id, r->org.org_id, "user", &was, &err);
+	if (found < 0) {
 		api_send_error(r, &err);
 		return;
 	}
-	if (PQntuples(res) != 1) {
+	if (!found) {
 		sbx_err_set(&err, 404, "not_found", "Sandbox not found");
 		api_send_error(r, &err);
 		return;
 	}
-	st = PQgetvalue(res, 0, 0);
-	if (!strcmp(st, "destroyed") || !strcmp(st, "starting") || !strcmp(st, "failed")) {
-		log_info("sandbox %s: destroyed (was %s)", r->m.id, st);
+	if (was == SBX_SB_DESTROYED || (was >= 0 && (SBX_SB_UNPLACED & SBX_SB_BIT(was)))) {
+		log_info("sandbox %s: destroyed (was %s)", r->m.id, sbx_sb_status_name((enum sbx_sb_status)was));
 		api_send_json(r, 204, NULL);
 		return;
 	}

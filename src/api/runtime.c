@@ -11,6 +11,7 @@
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
+#include "sandbox_state.h"
 
 long long rt_now_ms(void)
 {
@@ -23,25 +24,18 @@ int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
 	json_error_t jerr;
-	const char *st;
+	int st;
 
 	memset(sb, 0, sizeof(*sb));
-	/* one statement: look, and count this as activity when it can run */
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
-			 "coalesce(failure_reason, '') AS failure_reason FROM sandboxes WHERE id = $1 AND org_id = $2), "
-			 "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
-			 "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
-			 "SELECT status, node_id, env::text, failure_reason FROM s",
-			 2, r->m.id, r->org.org_id) < 0)
+	if (sbx_sandbox_use(&r->ctx->db, r->m.id, r->org.org_id, &res, err) < 0)
 		return -1;
 	if (PQntuples(res) != 1)
 		return sbx_err_set(err, 404, "not_found", "Sandbox not found");
-	st = PQgetvalue(res, 0, 0);
-	if (!strcmp(st, "failed"))
+	st = sbx_sb_status_parse(PQgetvalue(res, 0, 0));
+	if (st == SBX_SB_FAILED)
 		return sbx_err_code(err, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
-	if (strcmp(st, "ready") != 0)
-		return sbx_err_code(err, "not_ready", "Sandbox is %s, not ready", st);
+	if (st != SBX_SB_READY)
+		return sbx_err_code(err, "not_ready", "Sandbox is %s, not ready", PQgetvalue(res, 0, 0));
 	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
 	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
 	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
