@@ -468,7 +468,8 @@ void h_sandboxes_create(struct api_req *r)
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
-		/* the provisioner marked it ready before it answered: this repeats it, guarded (never over a later change) */
+		/* the provisioner marked it ready before it answered: this repeats
+		 * it, guarded (never over a later change) */
 		if (sbx_sandbox_ready(&r->ctx->db, id, r->org.org_id, sbx_reply_str(&rep, "node_id"),
 				      sbx_reply_str(&rep, "container_id"), false, &err) < 0)
 			goto fail;
