@@ -8,6 +8,9 @@ SBX_UNIT_TESTS = \
 	t/unit/settings_test \
 	t/unit/router_test \
 	t/unit/err_test \
+	t/unit/errcode_test \
+	t/unit/msg_test \
+	t/unit/sandbox_state_test \
 	t/unit/frame_test \
 	t/unit/chanauth_test
 
@@ -29,6 +32,12 @@ t_unit_router_test_SOURCES = t/unit/router_test.c t/tap.h
 t_unit_router_test_LDADD = $(SBX_LIBS)
 t_unit_err_test_SOURCES = t/unit/err_test.c t/tap.h
 t_unit_err_test_LDADD = $(SBX_LIBS)
+t_unit_errcode_test_SOURCES = t/unit/errcode_test.c t/tap.h
+t_unit_errcode_test_LDADD = $(SBX_LIBS)
+t_unit_msg_test_SOURCES = t/unit/msg_test.c t/tap.h
+t_unit_msg_test_LDADD = $(SBX_LIBS)
+t_unit_sandbox_state_test_SOURCES = t/unit/sandbox_state_test.c t/tap.h
+t_unit_sandbox_state_test_LDADD = $(SBX_LIBS)
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

@@ -51,7 +51,4 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 		     sbx_err *err);
 void sandbox_rec_free(struct sandbox_rec *s);
 
-/* The node agent's queue for a node id. */
-void node_queue_name(const char *node_id, char *out, size_t outsz);
-
 #endif

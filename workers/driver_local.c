@@ -8,12 +8,8 @@
 #include "driver.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "roles.h"
-
-void node_queue_name(const char *node_id, char *out, size_t outsz)
-{
-	snprintf(out, outsz, "sbx.node.%s", node_id);
-}
 
 int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *status, size_t stsz,
 		     sbx_err *err)
@@ -63,55 +59,43 @@ void driver_fini(struct driver *d)
 	d->rpc = NULL;
 }
 
-/* One request to a node agent; *reply_out is the decoded reply object. */
-static int node_call(struct driver *d, const char *node_id, const char *type, json_t *body, int timeout_ms,
-		     json_t **reply_out, sbx_err *err)
+/* One request to a node agent and its {ok, error, code} reply. */
+static int node_call(struct driver *d, const char *node_id, enum sbx_msg_kind k, json_t *body, int timeout_ms,
+		     const char *const *extra, struct sbx_reply *rep, sbx_err *err)
 {
-	cleanup_free char *msg = json_dumps(body, JSON_COMPACT);
-	char q[300];
-	sbx_mq_msg reply = { 0 };
-	json_error_t jerr;
-	json_t *rep;
-
-	if (!msg)
-		return sbx_err_set(err, 500, "nomem", "encoding a node request");
+	if (!body)
+		return sbx_err_set(err, 500, "nomem", "building a %s request", sbx_msg_name(k));
 	if (!d->rpc && sbx_mq_open(&d->rpc, sbx_cfg_str(d->cfg, "amqp_url"), err) < 0)
 		return -1;
-	node_queue_name(node_id, q, sizeof(q));
-	if (sbx_mq_rpc(d->rpc, q, type, msg, strlen(msg), timeout_ms, &reply, err) < 0)
+	if (sbx_msg_call(d->rpc, k, node_id, body, timeout_ms, extra, rep, err) < 0) {
+		if (!strcmp(err->code, "bad_reply"))
+			return sbx_err_set(err, 503, "bad_reply", "node %s: %s reply: %s", node_id,
+					   sbx_msg_name(k), err->msg);
 		return sbx_err_ctx(err, "node %s", node_id);
-	rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
-	sbx_mq_msg_free(&reply);
-	if (!rep || !json_is_object(rep)) {
-		json_decref(rep);
-		return sbx_err_set(err, 503, "bad_reply", "node %s sent a malformed reply", node_id);
 	}
-	*reply_out = rep;
 	return 0;
 }
 
 static int local_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
+	static const char *const extra[] = { "container_id", NULL };
 	const char *node = worker_node_id(d->cfg);
-	cleanup_json json_t *env = NULL, *body = NULL, *rep = NULL;
+	cleanup_json json_t *env = NULL, *body = NULL;
+	cleanup_reply struct sbx_reply rep = { 0 };
 	json_error_t jerr;
-	const char *why = NULL, *code = NULL, *cid = NULL;
-	int ok = 0;
+	const char *cid;
 
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
 	body = json_pack("{s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "template", s->template, "cpu", s->cpu,
 			 "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env", env ? env : json_object());
-	if (!body)
-		return sbx_err_set(err, 500, "nomem", "building a start request");
 	/* less than the API waits, so a node that does not answer is reported, not guessed */
-	if (node_call(d, node, "start", body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, &rep, err) < 0)
+	if (node_call(d, node, SBX_MSG_START, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, extra, &rep,
+		      err) < 0)
 		return -1;
-	if (json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s}", "ok", &ok, "error", &why, "code", &code,
-			   "container_id", &cid) < 0)
-		return sbx_err_set(err, 503, "bad_reply", "node %s: malformed start reply: %s", node, jerr.text);
-	if (!ok)
-		return sbx_err_set(err, 503, code && !strcmp(code, "no_capacity") ? "no_capacity" : "start_failed", "%s",
-				   why ? why : "the node could not start the sandbox");
+	if (!rep.ok)
+		return sbx_err_set(err, 503, rep.code && !strcmp(rep.code, "no_capacity") ? "no_capacity" : "start_failed",
+				   "%s", rep.error ? rep.error : "the node could not start the sandbox");
+	cid = sbx_reply_str(&rep, "container_id");
 	snprintf(out->node_id, sizeof(out->node_id), "%s", node);
 	snprintf(out->container_id, sizeof(out->container_id), "%s", cid ? cid : s->id);
 	return 0;
@@ -121,17 +105,13 @@ static int local_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err 
 {
 	/* a record that never reached a node: ask this one all the same */
 	const char *node = s->node_id[0] ? s->node_id : worker_node_id(d->cfg);
-	cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", s->id), *rep = NULL;
-	json_error_t jerr;
-	const char *why = NULL;
-	int ok = 0;
+	cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", s->id);
+	cleanup_reply struct sbx_reply rep = { 0 };
 
-	if (node_call(d, node, "destroy", body, 60000, &rep, err) < 0)
+	if (node_call(d, node, SBX_MSG_DESTROY, body, 60000, NULL, &rep, err) < 0)
 		return -1;
-	if (json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s}", "ok", &ok, "error", &why) < 0)
-		return sbx_err_set(err, 503, "bad_reply", "node %s: malformed destroy reply: %s", node, jerr.text);
-	if (!ok)
-		return sbx_err_set(err, 503, "destroy_failed", "%s", why ? why : "the node could not destroy it");
+	if (!rep.ok)
+		return sbx_err_set(err, 503, "destroy_failed", "%s", rep.error ? rep.error : "the node could not destroy it");
 	return 0;
 }
 

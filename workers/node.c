@@ -30,10 +30,13 @@
 #include "json.h"
 #include "log.h"
 #include "mq.h"
+#include "msg.h"
 #include "net.h"
 #include "relay.h"
+#include "reply.h"
 #include "roles.h"
 #include "sandbox.h"
+#include "sandbox_state.h"
 
 #define MAX_SANDBOXES 4096
 #define LIVENESS_MS 2000
@@ -233,7 +236,7 @@ static void op_done(struct node *n, struct op *o)
 			if (s)
 				s->st = SB_FREE;
 			if (o->reply)
-				send_reply(n, o->reply_to, o->corr, json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+				send_reply(n, o->reply_to, o->corr, sbx_reply_fail(NULL, msg));
 			if (ok)
 				destroy_local(n, o->id, NULL, "cancelled during start");
 		}
@@ -248,8 +251,7 @@ static void op_done(struct node *n, struct op *o)
 				s->st = SB_READY; /* the next orphan or liveness pass tries again */
 		}
 		if (o->reply)
-			send_reply(n, o->reply_to, o->corr,
-				   ok ? json_pack("{s:b}", "ok", 1) : json_pack("{s:b, s:s}", "ok", 0, "error", msg));
+			send_reply(n, o->reply_to, o->corr, ok ? sbx_reply_ok() : sbx_reply_fail(NULL, msg));
 	}
 	sbx_log_set_request_id(NULL);
 }
@@ -287,12 +289,12 @@ static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, c
 		if (s)
 			s->destroy_after_start = true;
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
 	if (o && o->kind == OP_DESTROY) {
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b}", "ok", 1));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
 	/* relay: its ops end now */
@@ -305,8 +307,7 @@ static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, c
 		if (s)
 			s->st = SB_READY;
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not fork"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "node agent could not fork"));
 	}
 }
 
@@ -388,8 +389,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
 	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
 		log_warnx("rejecting a malformed start request: %s", jerr.text);
-		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed start request"));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
 	}
 	{
@@ -412,14 +412,13 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		}
 		if (s) {
 			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "the sandbox is being destroyed on the node"));
+				   sbx_reply_fail(NULL, "the sandbox is being destroyed on the node"));
 			return;
 		}
 	}
 	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
 		log_warnx("sandbox %s: %s", id, why);
-		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s, s:s}", "ok", 0, "error", why, "code", "no_capacity"));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
 		return;
 	}
 	ne = json_object_size(env);
@@ -431,7 +430,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		envbuf = malloc(total + 1);
 		if (!envv || !envbuf) {
 			free(envv);
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 0, "error", "out of memory"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "out of memory"));
 			return;
 		}
 		char *p = envbuf;
@@ -455,7 +454,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		if (s)
 			s->st = SB_FREE;
 		send_reply(n, m->reply_to, m->correlation_id,
-			   json_pack("{s:b, s:s}", "ok", 0, "error", "node agent could not start a worker process"));
+			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 	} else {
 		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
 	}
@@ -479,25 +478,32 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	body = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!body || !json_is_object(body) || !m->reply_to[0]) {
 		log_warnx("rejecting a malformed message of type '%.32s'", m->type);
-	} else if (!strcmp(m->type, "start")) {
+		goto ack;
+	}
+	switch (sbx_msg_kind(m->type)) {
+	case SBX_MSG_START:
 		on_start(n, m, body);
-	} else if (!strcmp(m->type, "destroy")) {
+		break;
+	case SBX_MSG_DESTROY:
 		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &id) < 0 || !sbx_id_valid(id)) {
 			log_warnx("rejecting a malformed destroy request");
-			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s}", "ok", 0, "error", "malformed destroy request"));
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed destroy request"));
 		} else {
 			destroy_local(n, id, m, "asked");
 		}
-	} else if (!strcmp(m->type, "ping")) {
+		break;
+	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
 			count += n->sbs[i].st != SB_FREE;
 		send_reply(n, m->reply_to, m->correlation_id,
 			   json_pack("{s:b, s:s, s:i}", "ok", 1, "node", n->node_id, "sandboxes", count));
-	} else {
+		break;
+	}
+	default:
 		log_warnx("rejecting a message of unknown type '%.32s'", m->type);
 	}
+ack:
 	/* at most once: a lost start is a failed create, never a double one */
 	if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
 		log_warnx("%s", err.msg);
@@ -509,10 +515,7 @@ static void mark_failed(struct node *n, const char *id, const char *why)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (sbx_db_query(&n->db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
-			 "WHERE id = $1 AND status IN ('starting', 'ready', 'pausing', 'paused', 'resuming')",
-			 2, id, why) < 0)
+	if (sbx_sandbox_fail(&n->db, id, why, &err) < 0)
 		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
 }
 
@@ -521,13 +524,11 @@ static void record_oom(struct node *n, struct sb *s)
 {
 	long oom = sandbox_oom_kills(s->id);
 	sbx_err err = SBX_ERR_INIT;
-	char v[24];
 
 	if (oom <= s->oom_kills)
 		return;
-	snprintf(v, sizeof(v), "%ld", oom);
 	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
-	if (sbx_db_query(&n->db, NULL, &err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1", 2, s->id, v) == 0)
+	if (sbx_sandbox_oom_kills(&n->db, s->id, oom, &err) == 0)
 		s->oom_kills = oom;
 }
 
@@ -587,8 +588,8 @@ static void reap_orphans(struct node *n, bool at_start)
 			goto out; /* without the records, remove nothing */
 		}
 		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
-		if (PQntuples(r) == 1 && (!strcmp(st, "ready") || !strcmp(st, "paused") || !strcmp(st, "pausing") ||
-					  !strcmp(st, "resuming")) && !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
+		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
+		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
 			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
 				log_info("sandbox %s: adopted (%s)", id, st);
 			continue;
@@ -768,7 +769,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	memset(n, 0, sizeof(*n));
 	n->cfg = cfg;
 	n->node_id = worker_node_id(cfg);
-	node_queue_name(n->node_id, n->queue, sizeof(n->queue));
+	if (sbx_msg_node_queue(n->node_id, n->queue, sizeof(n->queue), &err) < 0)
+		fatalx("node %s: %s", n->node_id, err.msg);
 	n->net.bridge = sbx_cfg_str(cfg, "net_bridge");
 	n->net.subnet = sbx_cfg_str(cfg, "net_subnet");
 	n->net.uplink_netns = sbx_cfg_str(cfg, "net_uplink_netns");

@@ -20,7 +20,10 @@
 #include "id.h"
 #include "log.h"
 #include "mq.h"
+#include "msg.h"
+#include "reply.h"
 #include "roles.h"
+#include "sandbox_state.h"
 
 #define RETRY_MIN_MS 500
 #define RETRY_MAX_MS 30000
@@ -34,13 +37,13 @@ static int consume_setup(sbx_mq **mq, const char *url, sbx_err *err)
 	*mq = NULL;
 	if (sbx_mq_open(mq, url, err) < 0)
 		return -1;
-	if (sbx_mq_declare_queue(*mq, SBX_MQ_Q_PROVISION, err) < 0)
+	if (sbx_mq_declare_queue(*mq, SBX_MSG_Q_PROVISION, err) < 0)
 		return -1;
 	/* one message at a time: a drain then finishes at most one */
-	return sbx_mq_consume(*mq, SBX_MQ_Q_PROVISION, 1, err);
+	return sbx_mq_consume(*mq, SBX_MSG_Q_PROVISION, 1, err);
 }
 
-static int reply(sbx_mq *mq, const sbx_mq_msg *m, json_t *body_json /* stolen */, const char *type,
+static int reply(sbx_mq *mq, const sbx_mq_msg *m, json_t *body_json /* stolen */, enum sbx_msg_kind kind,
 		 sbx_err *err)
 {
 	cleanup_json json_t *j = body_json;
@@ -53,7 +56,7 @@ static int reply(sbx_mq *mq, const sbx_mq_msg *m, json_t *body_json /* stolen */
 	if (!body)
 		return sbx_err_set(err, 0, "nomem", "encoding a reply");
 	r = sbx_mq_publish(mq, m->reply_to, body, strlen(body),
-			   &(struct sbx_mq_pub){ .correlation_id = m->correlation_id, .type = type }, err);
+			   &(struct sbx_mq_pub){ .correlation_id = m->correlation_id, .type = sbx_msg_name(kind) }, err);
 	free(body);
 	return r;
 }
@@ -68,35 +71,30 @@ static json_t *do_provision(struct prov *p, const char *id)
 {
 	struct sandbox_rec rec;
 	struct placement pl = { { 0 }, { 0 } };
-	cleanup_pgres PGresult *res = NULL;
 	sbx_err err = SBX_ERR_INIT;
 	char status[32];
+	int rc;
 
 	if (sandbox_rec_load(&p->db, id, &rec, status, sizeof(status), &err) < 0)
-		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
-	if (strcmp(status, "starting") != 0) {
+		return sbx_reply_fail(NULL, err.msg);
+	if (sbx_sb_status_parse(status) != SBX_SB_STARTING) {
 		sandbox_rec_free(&rec);
-		return json_pack("{s:b, s:s}", "ok", 0, "error", "the sandbox is no longer starting");
+		return sbx_reply_fail(NULL, "the sandbox is no longer starting");
 	}
 	if (p->drv.ops->start(&p->drv, &rec, &pl, &err) < 0) {
 		sandbox_rec_free(&rec);
 		log_warnx("sandbox %s: start failed: %s", id, err.msg);
-		return json_pack("{s:b, s:s, s:s}", "ok", 0, "error", err.msg, "code", err.code);
+		return sbx_reply_fail(err.code, err.msg);
 	}
-	if (sbx_db_query(&p->db, &res, &err,
-			 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
-			 "last_activity_at = now() WHERE id = $1 AND status = 'starting' "
-			 "AND destroy_requested_at IS NULL RETURNING id",
-			 3, id, pl.node_id, pl.container_id) < 0 ||
-	    PQntuples(res) != 1) {
+	rc = sbx_sandbox_ready(&p->db, id, NULL, pl.node_id, pl.container_id, true, &err);
+	if (rc <= 0) {
 		sbx_err derr = SBX_ERR_INIT;
 		/* cancelled, failed by a deadline, or the database is gone: undo */
 		snprintf(rec.node_id, sizeof(rec.node_id), "%s", pl.node_id);
 		if (p->drv.ops->destroy(&p->drv, &rec, &derr) < 0)
 			log_warnx("sandbox %s: undo failed (%s); the node's reaper will remove it", id, derr.msg);
 		sandbox_rec_free(&rec);
-		return json_pack("{s:b, s:s}", "ok", 0, "error",
-				 err.msg[0] ? err.msg : "the sandbox was cancelled while it started");
+		return sbx_reply_fail(NULL, err.msg[0] ? err.msg : "the sandbox was cancelled while it started");
 	}
 	sandbox_rec_free(&rec);
 	log_info("sandbox %s: ready on node %s", id, pl.node_id);
@@ -110,24 +108,21 @@ json_t *provisioner_destroy(sbx_db *db, struct driver *drv, const char *id, cons
 	char status[32];
 
 	if (sandbox_rec_load(db, id, &rec, status, sizeof(status), &err) < 0)
-		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
-	if (!strcmp(status, "destroyed") && !reason) {
+		return sbx_reply_fail(NULL, err.msg);
+	if (sbx_sb_status_parse(status) == SBX_SB_DESTROYED && !reason) {
 		sandbox_rec_free(&rec);
-		return json_pack("{s:b}", "ok", 1);
+		return sbx_reply_ok();
 	}
 	if (drv->ops->destroy(drv, &rec, &err) < 0) {
 		sandbox_rec_free(&rec);
 		log_warnx("sandbox %s: destroy failed: %s (the reaper retries)", id, err.msg);
-		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+		return sbx_reply_fail(NULL, err.msg);
 	}
 	sandbox_rec_free(&rec);
-	if (sbx_db_query(db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'destroyed', destroyed_at = coalesce(destroyed_at, now()), "
-			 "destroy_reason = coalesce(destroy_reason, $2, 'user') WHERE id = $1",
-			 2, id, reason) < 0)
-		return json_pack("{s:b, s:s}", "ok", 0, "error", err.msg);
+	if (sbx_sandbox_destroyed(db, id, reason, &err) < 0)
+		return sbx_reply_fail(NULL, err.msg);
 	log_info("sandbox %s: destroyed", id);
-	return json_pack("{s:b}", "ok", 1);
+	return sbx_reply_ok();
 }
 
 /* Handles one delivery. Returns < 0 only when the connection failed (the
@@ -137,10 +132,10 @@ static int handle(sbx_mq *mq, const sbx_mq_msg *m, struct prov *p, sbx_err *err)
 	cleanup_json json_t *body = NULL;
 	json_error_t jerr;
 	const char *why = NULL, *sandbox_id = NULL;
-	bool ping = !strcmp(m->type, "ping"), provision = !strcmp(m->type, "provision"),
-	     destroy = !strcmp(m->type, "destroy");
+	enum sbx_msg_kind kind = sbx_msg_kind(m->type);
+	bool ping = kind == SBX_MSG_PING;
 
-	if (!ping && !provision && !destroy) {
+	if (!(sbx_msg_flags(kind) & SBX_MSGF_PROVISIONER)) {
 		why = "unknown message type";
 	} else if (!m->reply_to[0]) {
 		why = "no reply_to";
@@ -157,19 +152,26 @@ static int handle(sbx_mq *mq, const sbx_mq_msg *m, struct prov *p, sbx_err *err)
 		log_warnx("rejecting message of type '%.32s' (%zu bytes): %s", m->type, m->len, why);
 		return sbx_mq_reject(mq, m->delivery_tag, 0, err);
 	}
-	if (ping) {
+	switch (kind) {
+	case SBX_MSG_PING:
 		if (reply(mq, m,
 			  json_pack("{s:b, s:s, s:i, s:s}", "ok", 1, "role", "provisioner", "pid", (int)getpid(),
 				    "node", p->node),
-			  "pong", err) < 0)
+			  SBX_MSG_PONG, err) < 0)
 			return -1; /* not acked: the broker gives it to someone else */
 		log_info("ping answered");
-	} else if (provision) {
-		if (reply(mq, m, do_provision(p, sandbox_id), "provisioned", err) < 0)
+		break;
+	case SBX_MSG_PROVISION:
+		if (reply(mq, m, do_provision(p, sandbox_id), SBX_MSG_PROVISIONED, err) < 0)
 			return -1;
-	} else {
-		if (reply(mq, m, provisioner_destroy(&p->db, &p->drv, sandbox_id, NULL), "destroyed", err) < 0)
+		break;
+	case SBX_MSG_DESTROY:
+		if (reply(mq, m, provisioner_destroy(&p->db, &p->drv, sandbox_id, NULL), SBX_MSG_DESTROYED, err) < 0)
 			return -1;
+		break;
+	default:
+		log_warnx("rejecting message of type '%s': no provisioner handles it yet", m->type);
+		return sbx_mq_reject(mq, m->delivery_tag, 0, err);
 	}
 	return sbx_mq_ack(mq, m->delivery_tag, err);
 }
@@ -203,7 +205,7 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 			}
 			ready = true;
 			retry_ms = RETRY_MIN_MS;
-			log_info("consuming %s", SBX_MQ_Q_PROVISION);
+			log_info("consuming %s", SBX_MSG_Q_PROVISION);
 		}
 		r = sbx_mq_next(mq, NEXT_WAIT_MS, &msg, &err);
 		if (r == 0)

@@ -17,21 +17,17 @@
 #include "driver.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 #include "roles.h"
+#include "sandbox_state.h"
 
 static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 {
 	cleanup_pgres PGresult *r = NULL, *d = NULL, *st = NULL;
 	sbx_err err = SBX_ERR_INIT;
-	char grace[32];
 
 	/* 1. expiry: the intent first, with the reason */
-	if (sbx_db_query(db, &r, &err,
-			 "UPDATE sandboxes SET destroy_requested_at = now(), destroy_reason = CASE "
-			 "  WHEN expires_at <= now() THEN 'max_lifetime' ELSE 'idle_ttl' END "
-			 "WHERE status = 'ready' AND destroy_requested_at IS NULL AND (expires_at <= now() "
-			 "  OR last_activity_at + make_interval(secs => idle_timeout_s) <= now()) RETURNING id, destroy_reason",
-			 0) < 0) {
+	if (sbx_sandbox_expire(db, &r, &err) < 0) {
 		log_warnx("reaper: %s", err.msg);
 		return;
 	}
@@ -39,13 +35,8 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 		log_info("sandbox %s: expired (%s)", PQgetvalue(r, i, 0), PQgetvalue(r, i, 1));
 
 	/* 2. stuck in 'starting' past any deadline a create could have */
-	snprintf(grace, sizeof(grace), "%lld",
-		 sbx_cfg_int(cfg, "rpc_timeout") + sbx_cfg_int(cfg, "start_timeout") + 30);
-	if (sbx_db_query(db, &st, &err,
-			 "UPDATE sandboxes SET status = 'failed', failure_reason = 'the create did not finish "
-			 "(stuck in starting)' WHERE status = 'starting' "
-			 "AND created_at < now() - make_interval(secs => $1::int) RETURNING id",
-			 1, grace) < 0)
+	if (sbx_sandbox_fail_stuck(db, sbx_cfg_int(cfg, "rpc_timeout") + sbx_cfg_int(cfg, "start_timeout") + 30, &st,
+				   &err) < 0)
 		log_warnx("reaper: %s", err.msg);
 	else
 		for (int i = 0; i < PQntuples(st); i++)
@@ -61,9 +52,10 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 	}
 	for (int i = 0; i < PQntuples(d) && !sbx_child_stop; i++) {
 		cleanup_json json_t *res = provisioner_destroy(db, drv, PQgetvalue(d, i, 0), NULL);
-		if (!json_is_true(json_object_get(res, "ok")))
+		cleanup_reply struct sbx_reply rep = { 0 };
+		if (sbx_reply_unpack(&rep, res, NULL, &err) < 0 || !rep.ok)
 			log_warnx("sandbox %s: destroy failed (%s); next pass retries", PQgetvalue(d, i, 0),
-				  json_string_value(json_object_get(res, "error")));
+				  rep.json ? (rep.error ? rep.error : "no reason given") : err.msg);
 	}
 }
 

@@ -11,11 +11,13 @@
 #include <unistd.h>
 #include "log.h"
 #include "mq.h"
+#include "msg.h"
 #include "settings.h"
 
 int main(int argc, char **argv)
 {
-	const char *conf = NULL, *rid = NULL, *type = "ping", *body = "{}", *queue = SBX_MQ_Q_PING;
+	const char *conf = NULL, *rid = NULL, *type = sbx_msg_name(SBX_MSG_PING), *body = "{}",
+		   *queue = SBX_MSG_Q_PROVISION;
 	int timeout_ms = 5000, c;
 	sbx_config *cfg = NULL;
 	sbx_err err = SBX_ERR_INIT;

@@ -182,7 +182,7 @@ static void grant(struct exec_run *x, size_t n)
 	if (x->granted - x->consumed < WINDOW / 2) {
 		long long more = x->consumed + WINDOW - x->granted;
 		json_t *b = json_pack("{s:I}", "bytes", (json_int_t)more);
-		if (rt_send(&x->op, "credit", b, &err) == 0)
+		if (rt_send(&x->op, SBX_MSG_CREDIT, b, &err) == 0)
 			x->granted += more;
 		json_decref(b);
 	}
@@ -196,7 +196,7 @@ static void kill_op(struct exec_run *x)
 	if (x->killed)
 		return;
 	b = json_pack("{s:i}", "signal", SIGKILL);
-	rt_send(&x->op, "signal", b, &err);
+	rt_send(&x->op, SBX_MSG_SIGNAL, b, &err);
 	json_decref(b);
 	x->killed = true;
 }
@@ -292,11 +292,12 @@ void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool back
 		 : (acc && strstr(acc, "application/x-ndjson") ? OUT_NDJSON : OUT_SSE);
 	x.granted = WINDOW;
 	while ((n = rt_next(&x.op, deadline, &m, &err)) == 1) {
+		enum sbx_msg_kind kind = sbx_msg_kind(m.type);
 		bool done = false, ok = true;
 
-		if (!strcmp(m.type, "stdout") || !strcmp(m.type, "stderr")) {
-			ok = on_output(&x, m.type[3] == 'e', m.body, m.len);
-		} else if (!strcmp(m.type, "started")) {
+		if (kind == SBX_MSG_STDOUT || kind == SBX_MSG_STDERR) {
+			ok = on_output(&x, kind == SBX_MSG_STDERR, m.body, m.len);
+		} else if (kind == SBX_MSG_STARTED) {
 			if (background) {
 				cleanup_json json_t *b = json_loadb(m.body, m.len, 0, NULL);
 				json_int_t pid = json_integer_value(json_object_get(b, "pid"));
@@ -304,7 +305,7 @@ void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool back
 				api_send_data(r, 200, "Process started in the background", json_pack("{s:I}", "pid", pid));
 				return;
 			}
-		} else if (!strcmp(m.type, "exit")) {
+		} else if (kind == SBX_MSG_EXIT) {
 			cleanup_json json_t *b = json_loadb(m.body, m.len, 0, NULL);
 			json_int_t code = json_integer_value(json_object_get(b, "exit_code"));
 			json_int_t dur = json_integer_value(json_object_get(b, "duration_ms"));
@@ -336,7 +337,7 @@ void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool back
 					json_object_set_new(fr, "oom_killed", json_true());
 				ok = flush_carry(&x) && emit(&x, fr);
 			}
-		} else if (!strcmp(m.type, "error")) {
+		} else if (kind == SBX_MSG_ERROR) {
 			rt_error_event(&m, &err);
 			done = true;
 			if (x.mode == OUT_JSON)
@@ -391,7 +392,7 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 			 "stdin_open", p->background, "background", p->background);
 	if (p->stdin_b64)
 		json_object_set_new(body, "stdin_b64", json_string(p->stdin_b64));
-	if (rt_start(&op, r, sb, "exec", body, &err) < 0) {
+	if (rt_start(&op, r, sb, SBX_MSG_EXEC, body, &err) < 0) {
 		json_decref(body);
 		api_send_error(r, &err);
 		return;

@@ -51,6 +51,7 @@ static int write_wait(struct rt_op *op, long long deadline, long long *granted, 
 {
 	sbx_mq_msg m;
 	int n = rt_next(op, deadline, &m, err);
+	enum sbx_msg_kind kind;
 	json_error_t jerr;
 
 	if (n < 0)
@@ -58,17 +59,18 @@ static int write_wait(struct rt_op *op, long long deadline, long long *granted, 
 	if (n == 0)
 		return sbx_err_set(err, op->client_gone ? 400 : 504, "node_timeout",
 				   op->client_gone ? "The client went away" : "The sandbox's node did not answer in time");
-	if (!strcmp(m.type, "file.credit")) {
+	kind = sbx_msg_kind(m.type);
+	if (kind == SBX_MSG_FILE_CREDIT) {
 		cleanup_json json_t *b = json_loadb(m.body, m.len, 0, &jerr);
 		*granted += json_integer_value(json_object_get(b, "bytes"));
 		sbx_mq_msg_free(&m);
 		return 0;
 	}
-	if (!strcmp(m.type, "done")) {
+	if (kind == SBX_MSG_DONE) {
 		sbx_mq_msg_free(&m);
 		return 1;
 	}
-	if (!strcmp(m.type, "error"))
+	if (kind == SBX_MSG_ERROR)
 		rt_error_event(&m, err);
 	else
 		sbx_err_set(err, 502, "bad_event", "The node sent an unexpected answer");
@@ -87,7 +89,7 @@ static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path
 	char chunk[CHUNK];
 	int w;
 
-	if (rt_start(&op, r, sb, "file.write", b, err) < 0) {
+	if (rt_start(&op, r, sb, SBX_MSG_FILE_WRITE, b, err) < 0) {
 		json_decref(b);
 		return -1;
 	}
@@ -105,17 +107,17 @@ static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path
 			n = FCGX_GetStr(chunk, (int)(len - sent > CHUNK ? CHUNK : len - sent), r->fcgx->in);
 			if (n <= 0) {
 				json_t *x = json_object();
-				rt_send(&op, "file.abort", x, err);
+				rt_send(&op, SBX_MSG_FILE_ABORT, x, err);
 				json_decref(x);
 				return sbx_err_set(err, 400, "bad_request", "Request body shorter than its Content-Length");
 			}
 		}
-		if (rt_send_raw(&op, "file.data", chunk, (size_t)n, err) < 0)
+		if (rt_send_raw(&op, SBX_MSG_FILE_DATA, chunk, (size_t)n, err) < 0)
 			return -1;
 		sent += n;
 	}
 	b = json_object();
-	if (rt_send(&op, "file.end", b, err) < 0) {
+	if (rt_send(&op, SBX_MSG_FILE_END, b, err) < 0) {
 		json_decref(b);
 		return -1;
 	}
@@ -165,14 +167,16 @@ static void get_file(struct api_req *r, struct rt_sandbox *sb)
 	sbx_mq_msg m;
 	int n;
 
-	if (rt_start(&op, r, sb, "file.read", b, &err) < 0) {
+	if (rt_start(&op, r, sb, SBX_MSG_FILE_READ, b, &err) < 0) {
 		json_decref(b);
 		api_send_error(r, &err);
 		return;
 	}
 	json_decref(b);
 	while ((n = rt_next(&op, deadline, &m, &err)) == 1) {
-		if (!strcmp(m.type, "file.data") || !strcmp(m.type, "stdout")) {
+		enum sbx_msg_kind kind = sbx_msg_kind(m.type);
+
+		if (kind == SBX_MSG_FILE_DATA || kind == SBX_MSG_STDOUT) {
 			if (!head) {
 				FCGX_FPrintF(r->fcgx->out,
 					     "Status: 200 OK\r\nX-Request-Id: %s\r\nCache-Control: no-store\r\n"
@@ -190,16 +194,16 @@ static void get_file(struct api_req *r, struct rt_sandbox *sb)
 			consumed += (long long)m.len;
 			if (granted - consumed < WINDOW / 2) {
 				json_t *c = json_pack("{s:I}", "bytes", (json_int_t)(consumed + WINDOW - granted));
-				if (rt_send(&op, "credit", c, &err) == 0)
+				if (rt_send(&op, SBX_MSG_CREDIT, c, &err) == 0)
 					granted = consumed + WINDOW;
 				json_decref(c);
 			}
-		} else if (!strcmp(m.type, "done") || !strcmp(m.type, "exit")) {
+		} else if (kind == SBX_MSG_DONE || kind == SBX_MSG_EXIT) {
 			sbx_mq_msg_free(&m);
 			if (!head)
 				api_send_text(r, 200, "application/octet-stream", "");
 			return;
-		} else if (!strcmp(m.type, "error")) {
+		} else if (kind == SBX_MSG_ERROR) {
 			rt_error_event(&m, &err);
 			sbx_mq_msg_free(&m);
 			if (!head) {
@@ -219,13 +223,13 @@ static void get_file(struct api_req *r, struct rt_sandbox *sb)
 	r->answered = true;
 }
 
-static void one_shot(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int ok_status,
+static void one_shot(struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body, int ok_status,
 		     const char *message)
 {
 	cleanup_json json_t *reply = NULL;
 	sbx_err err = SBX_ERR_INIT;
 
-	if (rt_call(r, sb, type, body, FILE_OP_MS, &reply, &err) < 0) {
+	if (rt_call(r, sb, kind, body, FILE_OP_MS, &reply, &err) < 0) {
 		if (!strcmp(err.code, "not_found"))
 			sbx_err_set(&err, 404, "not_found", "Not found: %s", r->m.path);
 		api_send_error(r, &err);
@@ -262,11 +266,11 @@ void h_file(struct api_req *r)
 		put_file(r, &sb);
 	} else if (r->m.method == SBX_M_DELETE) {
 		json_t *b = json_pack("{s:s, s:b}", "path", r->m.path, "recursive", query_flag(r, "recursive"));
-		one_shot(r, &sb, "file.delete", b, 204, NULL);
+		one_shot(r, &sb, SBX_MSG_FILE_DELETE, b, 204, NULL);
 		json_decref(b);
 	} else if (query_flag(r, "list")) {
 		json_t *b = json_pack("{s:s}", "path", r->m.path);
-		one_shot(r, &sb, "file.list", b, 200, "Directory listed");
+		one_shot(r, &sb, SBX_MSG_FILE_LIST, b, 200, "Directory listed");
 		json_decref(b);
 	} else {
 		get_file(r, &sb);

@@ -6,6 +6,7 @@
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
+#include "msg.h"
 #include "page.h"
 
 void h_healthz(struct api_req *r)
@@ -24,7 +25,8 @@ void h_healthz(struct api_req *r)
 	json_object_set_new(data, "rabbitmq", json_string(mq_ok ? "ok" : "down"));
 	if (want_workers) {
 		sbx_mq_msg reply = { 0 };
-		wk_ok = mq_ok && sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PING, "ping", "{}", 2, 3000, &reply, &werr) == 0;
+		wk_ok = mq_ok && sbx_mq_rpc(r->ctx->mq, SBX_MSG_Q_PROVISION, sbx_msg_name(SBX_MSG_PING), "{}", 2, 3000,
+					    &reply, &werr) == 0;
 		sbx_mq_msg_free(&reply);
 		json_object_set_new(data, "workers", json_string(wk_ok ? "ok" : "down"));
 	}

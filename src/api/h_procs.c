@@ -21,7 +21,7 @@ static int list_procs(struct api_req *r, struct rt_sandbox *sb, json_t **procs, 
 {
 	cleanup_json json_t *reply = NULL;
 	json_t *b = json_object();
-	int rc = rt_call(r, sb, "proc.list", b, PROC_OP_MS, &reply, err);
+	int rc = rt_call(r, sb, SBX_MSG_PROC_LIST, b, PROC_OP_MS, &reply, err);
 
 	json_decref(b);
 	if (rc < 0)
@@ -104,7 +104,7 @@ void h_process_output(struct api_req *r)
 	}
 	b = json_pack("{s:I, s:I, s:b, s:I}", "pid", (json_int_t)r->m.pid, "offset", (json_int_t)offset, "follow",
 		      follow, "credit", (json_int_t)(256 * 1024));
-	if (rt_start(&op, r, &sb, "proc.attach", b, &err) < 0) {
+	if (rt_start(&op, r, &sb, SBX_MSG_PROC_ATTACH, b, &err) < 0) {
 		json_decref(b);
 		rt_sandbox_free(&sb);
 		api_send_error(r, &err);
@@ -138,7 +138,7 @@ void h_process_stdin(struct api_req *r)
 	}
 	b64 = rt_base64(data, len);
 	b = json_pack("{s:I, s:s, s:b}", "pid", (json_int_t)r->m.pid, "data_b64", b64 ? b64 : "", "close", close_it);
-	rc = rt_call(r, &sb, "proc.stdin", b, PROC_OP_MS, &reply, &err);
+	rc = rt_call(r, &sb, SBX_MSG_PROC_STDIN, b, PROC_OP_MS, &reply, &err);
 	json_decref(b);
 	rt_sandbox_free(&sb);
 	if (rc < 0) {
@@ -196,7 +196,7 @@ void h_process_signal(struct api_req *r)
 		return;
 	}
 	b = json_pack("{s:I, s:i}", "pid", (json_int_t)r->m.pid, "signal", sig);
-	rc = rt_call(r, &sb, "proc.signal", b, PROC_OP_MS, &reply, &err);
+	rc = rt_call(r, &sb, SBX_MSG_PROC_SIGNAL, b, PROC_OP_MS, &reply, &err);
 	json_decref(b);
 	rt_sandbox_free(&sb);
 	if (rc < 0) {

@@ -11,9 +11,8 @@
 #include "json.h"
 #include "log.h"
 #include "page.h"
-
-static const char *const statuses[] = { "starting", "ready", "pausing", "paused", "resuming", "failed",
-					"destroyed" };
+#include "reply.h"
+#include "sandbox_state.h"
 
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
@@ -51,6 +50,7 @@ void h_sandboxes_list(struct api_req *r)
 	sbx_err err = SBX_ERR_INIT;
 	char status[32], lim[16], off[24];
 	const char *status_p = NULL;
+	int st;
 	sbx_page pg;
 	long long total;
 	json_t *items, *data;
@@ -66,9 +66,8 @@ void h_sandboxes_list(struct api_req *r)
 		return;
 	}
 	if (q == 1) {
-		for (size_t i = 0; i < SBX_ARRAY_LEN(statuses); i++)
-			if (!strcmp(status, statuses[i]))
-				status_p = statuses[i];
+		if ((st = sbx_sb_status_parse(status)) >= 0)
+			status_p = sbx_sb_status_name((enum sbx_sb_status)st);
 		if (!status_p) {
 			sbx_err_set(&err, 400, "invalid_query",
 				    "status must be one of starting, ready, pausing, paused, resuming, failed, destroyed");
@@ -132,9 +131,7 @@ void h_sandbox_get(struct api_req *r)
 
 static bool settled(json_t *s)
 {
-	const char *st = json_string_value(json_object_get(s, "status"));
-	return st && (!strcmp(st, "ready") || !strcmp(st, "failed") || !strcmp(st, "destroyed") ||
-		      !strcmp(st, "paused"));
+	return sbx_sb_settled(sbx_sb_status_parse(json_string_value(json_object_get(s, "status"))));
 }
 
 /* Long-poll until ready or terminal: LISTEN first, then look, then sleep
@@ -380,10 +377,7 @@ static void mark_failed(struct api_req *r, const char *id, const char *reason)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (sbx_db_query(&r->ctx->db, NULL, &err,
-			 "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
-			 "WHERE id = $1 AND status = 'starting'",
-			 2, id, reason) < 0)
+	if (sbx_sandbox_fail_start(&r->ctx->db, id, r->org.org_id, reason, &err) < 0)
 		log_warnx("sandbox %s: could not record failure (%s); the reaper will", id, err.msg);
 }
 
@@ -395,7 +389,6 @@ void h_sandboxes_create(struct api_req *r)
 	struct create_req c = { 0 };
 	sbx_err err = SBX_ERR_INIT;
 	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16];
-	sbx_mq_msg reply = { 0 };
 	json_t *s;
 
 	if (api_json_body(r, &body, &err) < 0 || validate_create(r, body, &c, &err) < 0 ||
@@ -445,53 +438,35 @@ void h_sandboxes_create(struct api_req *r)
 
 	/* ask a provisioner; whatever happens, the record does not stay 'starting' */
 	{
-		cleanup_free char *msg = NULL;
-		json_t *m = json_pack("{s:s}", "sandbox_id", id);
-		json_t *rep = NULL;
-		json_error_t jerr;
-		int ok = 0;
-		const char *why = NULL, *node = NULL, *container = NULL, *code = NULL;
+		static const char *const extra[] = { "node_id", "container_id", NULL };
+		cleanup_json json_t *m = json_pack("{s:s}", "sandbox_id", id);
+		cleanup_reply struct sbx_reply rep = { 0 };
+		char reason[600];
 
-		msg = json_dumps(m, JSON_COMPACT);
-		json_decref(m);
 		if (api_mq(r, &err) < 0 ||
-		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "provision", msg, strlen(msg),
-			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
-			char reason[600];
-			snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
-									     : "the work queue is unavailable");
+		    sbx_msg_call(r->ctx->mq, SBX_MSG_PROVISION, NULL, m, (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000,
+				 extra, &rep, &err) < 0 ||
+		    !rep.ok) {
+			bool malformed = !rep.json && !strcmp(err.code, "bad_reply");
+
+			if (rep.json)
+				snprintf(reason, sizeof(reason), "%s", rep.error ? rep.error : "unknown error");
+			else if (malformed)
+				snprintf(reason, sizeof(reason), "provisioner sent a malformed reply");
+			else
+				snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
+										     : "the work queue is unavailable");
 			mark_failed(r, id, reason);
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
+			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s",
+				    malformed ? "malformed reply" : reason);
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
-		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
-		sbx_mq_msg_free(&reply);
-		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s, s?s, s?s, s?s}", "ok", &ok, "error", &why,
-					   "code", &code, "node_id", &node, "container_id", &container) < 0) {
-			json_decref(rep);
-			mark_failed(r, id, "provisioner sent a malformed reply");
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: malformed reply");
-			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
-			return;
-		}
-		if (!ok) {
-			char reason[600];
-			snprintf(reason, sizeof(reason), "%s", why ? why : "unknown error");
-			json_decref(rep);
-			mark_failed(r, id, reason);
-			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s", reason);
-			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
-			return;
-		}
-		if (sbx_db_query(&r->ctx->db, NULL, &err,
-				 "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
-				 "last_activity_at = now() WHERE id = $1 AND status = 'starting'",
-				 3, id, node, container) < 0) {
-			json_decref(rep);
+		/* the provisioner marked it ready before it answered: this repeats
+		 * it, guarded (never over a later change) */
+		if (sbx_sandbox_ready(&r->ctx->db, id, r->org.org_id, sbx_reply_str(&rep, "node_id"),
+				      sbx_reply_str(&rep, "container_id"), false, &err) < 0)
 			goto fail;
-		}
-		json_decref(rep);
 	}
 	s = load_sandbox(r, id, &err);
 	if (!s)
@@ -505,56 +480,38 @@ fail:
 
 void h_sandbox_delete(struct api_req *r)
 {
-	cleanup_pgres PGresult *res = NULL;
 	sbx_err err = SBX_ERR_INIT;
-	const char *st;
+	int was, found;
 
 	/* Write the intent first. A record that never got a sandbox (starting,
 	 * failed) is destroyed at once: a create still running sees it and
 	 * undoes its work; a node's leftovers are its reaper's. */
-	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "WITH old AS (SELECT id, status FROM sandboxes WHERE id = $1 AND org_id = $2 FOR UPDATE) "
-			 "UPDATE sandboxes s SET destroy_requested_at = coalesce(s.destroy_requested_at, now()), "
-			 "  destroy_reason = coalesce(s.destroy_reason, 'user'), "
-			 "  status = CASE WHEN old.status IN ('starting', 'failed') THEN 'destroyed' ELSE s.status END, "
-			 "  destroyed_at = CASE WHEN old.status IN ('starting', 'failed') THEN now() ELSE s.destroyed_at END "
-			 "FROM old WHERE s.id = old.id RETURNING old.status",
-			 2, r->m.id, r->org.org_id) < 0) {
+	found = sbx_sandbox_destroy_intent(&r->ctx->db, r->m.id, r->org.org_id, "user", &was, &err);
+	if (found < 0) {
 		api_send_error(r, &err);
 		return;
 	}
-	if (PQntuples(res) != 1) {
+	if (!found) {
 		sbx_err_set(&err, 404, "not_found", "Sandbox not found");
 		api_send_error(r, &err);
 		return;
 	}
-	st = PQgetvalue(res, 0, 0);
-	if (!strcmp(st, "destroyed") || !strcmp(st, "starting") || !strcmp(st, "failed")) {
-		log_info("sandbox %s: destroyed (was %s)", r->m.id, st);
+	if (was == SBX_SB_DESTROYED || (was >= 0 && (SBX_SB_UNPLACED & SBX_SB_BIT(was)))) {
+		log_info("sandbox %s: destroyed (was %s)", r->m.id, sbx_sb_status_name((enum sbx_sb_status)was));
 		api_send_json(r, 204, NULL);
 		return;
 	}
 	{
-		cleanup_free char *msg = NULL;
-		cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", r->m.id), *rep = NULL;
-		sbx_mq_msg reply = { 0 };
-		json_error_t jerr;
-		int ok = 0;
-		const char *why = NULL;
+		cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", r->m.id);
+		cleanup_reply struct sbx_reply rep = { 0 };
 
-		msg = json_dumps(body, JSON_COMPACT);
 		if (api_mq(r, &err) < 0 ||
-		    sbx_mq_rpc(r->ctx->mq, SBX_MQ_Q_PROVISION, "destroy", msg, strlen(msg),
-			       (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, &reply, &err) < 0) {
-			sbx_err_set(&err, 503, "destroy_pending",
-				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
-			api_send_error(r, &err);
-			return;
-		}
-		rep = json_loadb(reply.body, reply.len, JSON_REJECT_DUPLICATES, &jerr);
-		sbx_mq_msg_free(&reply);
-		if (!rep || json_unpack_ex(rep, &jerr, JSON_STRICT, "{s:b, s?s}", "ok", &ok, "error", &why) < 0 || !ok) {
-			log_warnx("sandbox %s: destroy failed: %s", r->m.id, why ? why : "malformed reply");
+		    sbx_msg_call(r->ctx->mq, SBX_MSG_DESTROY, NULL, body,
+				 (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000, NULL, &rep, &err) < 0 ||
+		    !rep.ok) {
+			if (rep.json || !strcmp(err.code, "bad_reply"))
+				log_warnx("sandbox %s: destroy failed: %s", r->m.id,
+					  rep.json ? (rep.error ? rep.error : "no reason given") : "malformed reply");
 			sbx_err_set(&err, 503, "destroy_pending",
 				    "The sandbox could not be destroyed now; the destroy is recorded and will be retried");
 			api_send_error(r, &err);

@@ -7,6 +7,7 @@
 #include <time.h>
 #include "api.h"
 #include "cleanup.h"
+#include "errcode.h"
 #include "json.h"
 #include "log.h"
 
@@ -51,7 +52,8 @@ static void send_head(struct api_req *r, int status, const char *ctype, const ch
 	r->status = status;
 }
 
-void api_send_json(struct api_req *r, int status, json_t *body)
+/* A JSON answer with optional extra header lines ("Name: value\r\n"). */
+static void send_json(struct api_req *r, int status, json_t *body /* stolen */, const char *extra)
 {
 	char *s = NULL;
 
@@ -63,7 +65,7 @@ void api_send_json(struct api_req *r, int status, json_t *body)
 		s = json_dumps(body, JSON_COMPACT);
 	json_decref(body);
 	if (status == 204) {
-		send_head(r, status, NULL, NULL);
+		send_head(r, status, NULL, extra);
 		free(s);
 		return;
 	}
@@ -72,9 +74,14 @@ void api_send_json(struct api_req *r, int status, json_t *body)
 		FCGX_PutS("{\"message\":\"Internal error\",\"code\":\"internal\"}", r->fcgx->out);
 		return;
 	}
-	send_head(r, status, "application/json", NULL);
+	send_head(r, status, "application/json", extra);
 	FCGX_PutS(s, r->fcgx->out);
 	free(s);
+}
+
+void api_send_json(struct api_req *r, int status, json_t *body)
+{
+	send_json(r, status, body, NULL);
 }
 
 void api_send_data(struct api_req *r, int status, const char *message, json_t *data)
@@ -94,6 +101,8 @@ void api_send_error(struct api_req *r, const sbx_err *err)
 void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 {
 	int status = err->http >= 400 && err->http <= 599 ? err->http : 500;
+	int retry = sbx_code_retry_after(err->code);
+	char hdr[160] = "";
 	json_t *o;
 
 	if (r->answered) {
@@ -112,19 +121,13 @@ void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 	if (data)
 		json_object_set_new(o, "data", data);
 	if (status == 405) {
-		char allow[64], hdr[96];
-		char *s;
+		char allow[64];
 		sbx_route_allow_header(r->m.allowed, allow, sizeof(allow));
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
-		s = json_dumps(o, JSON_COMPACT);
-		send_head(r, status, "application/json", hdr);
-		if (s)
-			FCGX_PutS(s, r->fcgx->out);
-		free(s);
-		json_decref(o);
-		return;
+	} else if (retry > 0) {
+		snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", retry);
 	}
-	api_send_json(r, status, o);
+	send_json(r, status, o, hdr[0] ? hdr : NULL);
 }
 
 void api_send_text(struct api_req *r, int status, const char *ctype, const char *text)

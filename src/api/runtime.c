@@ -8,33 +8,28 @@
 #include <time.h>
 #include "cleanup.h"
 #include "clock.h"
+#include "errcode.h"
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
+#include "sandbox_state.h"
 
 int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
 	json_error_t jerr;
-	const char *st;
+	int st;
 
 	memset(sb, 0, sizeof(*sb));
-	/* one statement: look, and count this as activity when it can run */
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
-			 "coalesce(failure_reason, '') AS failure_reason FROM sandboxes WHERE id = $1 AND org_id = $2), "
-			 "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
-			 "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
-			 "SELECT status, node_id, env::text, failure_reason FROM s",
-			 2, r->m.id, r->org.org_id) < 0)
+	if (sbx_sandbox_use(&r->ctx->db, r->m.id, r->org.org_id, &res, err) < 0)
 		return -1;
 	if (PQntuples(res) != 1)
 		return sbx_err_set(err, 404, "not_found", "Sandbox not found");
-	st = PQgetvalue(res, 0, 0);
-	if (!strcmp(st, "failed"))
-		return sbx_err_set(err, 400, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
-	if (strcmp(st, "ready") != 0)
-		return sbx_err_set(err, 400, "not_ready", "Sandbox is %s, not ready", st);
+	st = sbx_sb_status_parse(PQgetvalue(res, 0, 0));
+	if (st == SBX_SB_FAILED)
+		return sbx_err_code(err, "sandbox_failed", "Sandbox is failed: %s", PQgetvalue(res, 0, 3));
+	if (st != SBX_SB_READY)
+		return sbx_err_code(err, "not_ready", "Sandbox is %s, not ready", PQgetvalue(res, 0, 0));
 	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
 	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
 	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
@@ -49,14 +44,14 @@ void rt_sandbox_free(struct rt_sandbox *sb)
 	sb->env = NULL;
 }
 
-int rt_send_raw(struct rt_op *op, const char *type, const void *data, size_t len, sbx_err *err)
+int rt_send_raw(struct rt_op *op, enum sbx_msg_kind kind, const void *data, size_t len, sbx_err *err)
 {
-	struct sbx_mq_pub p = { .type = type, .correlation_id = op->op_id };
+	struct sbx_mq_pub p = { .type = sbx_msg_name(kind), .correlation_id = op->op_id };
 
 	return sbx_mq_publish(op->r->ctx->mq, op->queue, data, len, &p, err);
 }
 
-int rt_send(struct rt_op *op, const char *type, json_t *body, sbx_err *err)
+int rt_send(struct rt_op *op, enum sbx_msg_kind kind, json_t *body, sbx_err *err)
 {
 	cleanup_free char *s = NULL;
 
@@ -65,10 +60,10 @@ int rt_send(struct rt_op *op, const char *type, json_t *body, sbx_err *err)
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
 		return sbx_err_set(err, 500, "nomem", "out of memory");
-	return rt_send_raw(op, type, s, strlen(s), err);
+	return rt_send_raw(op, kind, s, strlen(s), err);
 }
 
-int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body,
+int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body,
 	     sbx_err *err)
 {
 	cleanup_free char *s = NULL;
@@ -77,13 +72,14 @@ int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const c
 	op->r = r;
 	op->sb = sb;
 	sbx_id_new(op->op_id);
-	snprintf(op->queue, sizeof(op->queue), "sbx.node.%s", sb->node_id);
+	if (sbx_msg_route(kind, sb->node_id, op->queue, sizeof(op->queue), err) < 0)
+		return -1;
 	json_object_set_new(body, "sandbox_id", json_string(sb->id));
 	json_object_set_new(body, "op_id", json_string(op->op_id));
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
 		return sbx_err_set(err, 500, "nomem", "out of memory");
-	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, type, s, strlen(s), op->op_id, err) < 0)
+	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, sbx_msg_name(kind), s, strlen(s), op->op_id, err) < 0)
 		return sbx_err_set(err, 503, "mq_unavailable", "The sandbox's node cannot be reached now");
 	return 0;
 }
@@ -139,34 +135,16 @@ void rt_error_event(const sbx_mq_msg *m, sbx_err *err)
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
 	const char *msg = NULL, *code = NULL;
-	int status = 500;
 
 	b = json_loadb(m->body, m->len, 0, &jerr);
 	if (!b || json_unpack_ex(b, &jerr, 0, "{s:s, s?s}", "message", &msg, "code", &code) < 0) {
 		sbx_err_set(err, 502, "bad_event", "The node sent a malformed error");
 		return;
 	}
-	if (!code)
-		code = "internal";
-	if (!strcmp(code, "not_found"))
-		status = 404;
-	else if (!strcmp(code, "cwd_missing") || !strcmp(code, "not_a_directory") || !strcmp(code, "exists") ||
-		 !strcmp(code, "is_a_directory") || !strcmp(code, "invalid") || !strcmp(code, "exec_failed") ||
-		 !strcmp(code, "not_ready"))
-		status = 400;
-	else if (!strcmp(code, "no_space") || !strcmp(code, "too_large"))
-		status = 413;
-	else if (!strcmp(code, "sandbox_dead"))
-		status = 400;
-	else if (!strcmp(code, "busy"))
-		status = 409;
-	else if (!strcmp(code, "stdin_closed") || !strcmp(code, "broken_pipe") || !strcmp(code, "not_empty") ||
-		 !strcmp(code, "permission_denied"))
-		status = 400;
-	sbx_err_set(err, status, code, "%s", msg);
+	sbx_err_code(err, code ? code : "internal", "%s", msg);
 }
 
-int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,
+int rt_call(struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body, int timeout_ms,
 	    json_t **reply, sbx_err *err)
 {
 	struct rt_op op;
@@ -176,22 +154,23 @@ int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *
 	int n;
 
 	*reply = NULL;
-	if (rt_start(&op, r, sb, type, body, err) < 0)
+	if (rt_start(&op, r, sb, kind, body, err) < 0)
 		return -1;
 	while ((n = rt_next(&op, deadline, &m, err)) == 1) {
-		if (!strcmp(m.type, "done")) {
+		switch (sbx_msg_kind(m.type)) {
+		case SBX_MSG_DONE:
 			*reply = json_loadb(m.body, m.len, JSON_REJECT_DUPLICATES, &jerr);
 			sbx_mq_msg_free(&m);
 			if (!*reply)
 				return sbx_err_set(err, 502, "bad_event", "The node sent a malformed answer");
 			return 0;
-		}
-		if (!strcmp(m.type, "error")) {
+		case SBX_MSG_ERROR:
 			rt_error_event(&m, err);
 			sbx_mq_msg_free(&m);
 			return -1;
+		default:
+			sbx_mq_msg_free(&m);
 		}
-		sbx_mq_msg_free(&m);
 	}
 	if (n < 0)
 		return -1;

@@ -6,6 +6,7 @@
 #define SBX_API_RUNTIME_H
 
 #include "api.h"
+#include "msg.h"
 
 struct rt_sandbox {
 	char id[SBX_ID_LEN + 1];
@@ -14,8 +15,8 @@ struct rt_sandbox {
 };
 
 /* Loads the caller's sandbox and checks it can run things: 404 when it is
- * not theirs, 400 naming the state when it is not ready (with the reason
- * when it failed). Touches last_activity_at. */
+ * not theirs, 400 naming the state when it is not ready, 503 with the
+ * reason when it failed. Touches last_activity_at. */
 int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err);
 void rt_sandbox_free(struct rt_sandbox *sb);
 
@@ -28,20 +29,21 @@ struct rt_op {
 };
 
 /* Sends the op's first request; `body` gets sandbox_id and op_id added. */
-int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body,
+int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body,
 	     sbx_err *err);
 /* Another message for the same op (credit, stdin, signal, file.data...). */
-int rt_send(struct rt_op *op, const char *type, json_t *body /* borrowed */, sbx_err *err);
-int rt_send_raw(struct rt_op *op, const char *type, const void *data, size_t len, sbx_err *err);
+int rt_send(struct rt_op *op, enum sbx_msg_kind kind, json_t *body /* borrowed */, sbx_err *err);
+int rt_send_raw(struct rt_op *op, enum sbx_msg_kind kind, const void *data, size_t len, sbx_err *err);
 /* Next event of this op: 1 (msg filled), 0 deadline passed, -1 error.
  * Stale events of earlier ops are dropped. Sets op->client_gone when the
  * client's connection closed (then returns 0 at once). */
 int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *err);
 /* A one-shot op: request, then the single final event (done/error). The
  * reply is the `done` body; an `error` event becomes err with its status. */
-int rt_call(struct api_req *r, struct rt_sandbox *sb, const char *type, json_t *body, int timeout_ms,
+int rt_call(struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body, int timeout_ms,
 	    json_t **reply, sbx_err *err);
-/* Maps an `error` event's body to an sbx_err (status from its code). */
+/* Maps an `error` event's body to an sbx_err (status from its code, in
+ * src/lib/errcode.c). */
 void rt_error_event(const sbx_mq_msg *m, sbx_err *err);
 
 /* Standard base64 of n bytes, malloc'd (NULL when out of memory). */

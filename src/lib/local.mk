@@ -3,6 +3,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/cleanup.h \
 	src/lib/clock.c src/lib/clock.h \
 	src/lib/err.c src/lib/err.h \
+	src/lib/errcode.c src/lib/errcode.h \
 	src/lib/log.c src/lib/log.h \
 	src/lib/settings.c src/lib/settings.h \
 	src/lib/id.c src/lib/id.h \
@@ -10,7 +11,10 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/json.c src/lib/json.h \
 	src/lib/page.c src/lib/page.h \
 	src/lib/db.c src/lib/db.h \
+	src/lib/sandbox_state.c src/lib/sandbox_state.h \
 	src/lib/mq.c src/lib/mq.h \
+	src/lib/msg.c src/lib/msg.h \
+	src/lib/reply.c src/lib/reply.h \
 	src/lib/daemon.c src/lib/daemon.h \
 	src/lib/router.c src/lib/router.h \
 	src/lib/frame.c src/lib/frame.h \

@@ -8,10 +8,7 @@
 #include <stdint.h>
 #include "err.h"
 
-#define SBX_MQ_EXCHANGE "sbx"          /* direct exchange for all work */
-#define SBX_MQ_Q_PROVISION "sbx.provision"
-/* pings go to the provisioners' own queue: an answer proves they consume it */
-#define SBX_MQ_Q_PING SBX_MQ_Q_PROVISION
+#define SBX_MQ_EXCHANGE "sbx" /* direct exchange for all work; queue names: msg.h */
 
 typedef struct sbx_mq sbx_mq;
 

@@ -213,7 +213,7 @@ ok $? "the sandbox becomes failed (record: $(sb_db "$D" status))"
 req nginx GET "/sandboxes/$D"
 is "$(j .data.status)" failed "GET shows status failed"
 req nginx POST "/sandboxes/$D/exec" '{"cmd":"true"}'
-is "$STATUS" 400 "exec on the failed sandbox: 400"
+is "$STATUS" 503 "exec on the failed sandbox: 503 (it cannot serve; issue 8: was 400)"
 like "$(j .message)" "failed" "the message names the state (failed)"
 
 # --- the exec record and last_activity_at

@@ -137,7 +137,7 @@ ok $? "a second start with -d fails with 'already running' before detaching (rc 
 # until our provisioner is the one that answers ----
 PROV=$(started_pid "$T/a.log" provisioner)
 wait_for 15 in_log "$T/a.log" "consuming sbx.provision"
-ok $? "the provisioner consumes sbx.ping"
+ok $? "the provisioner consumes sbx.provision"
 mine=""
 for i in $(seq 1 12); do
 	RID="wm-$$-$i"

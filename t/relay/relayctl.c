@@ -37,6 +37,7 @@
 #include "id.h"
 #include "clock.h"
 #include "mq.h"
+#include "msg.h"
 
 #define WINDOW (1024 * 1024)
 #define CHUNK (256 * 1024)
@@ -245,7 +246,8 @@ int main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 	optind = 1;
-	snprintf(queue, sizeof(queue), "sbx.node.%s", node);
+	if (sbx_msg_node_queue(node, queue, sizeof(queue), &err) < 0)
+		die("%s", err.msg);
 	sbx_id_new(op_id);
 	deadline = sbx_now_ms() + (long long)total_s * 1000;
 	if (sbx_mq_open(&mq, url, &err) < 0)

@@ -1,0 +1,223 @@
+#include "config.h"
+#include <stdio.h>
+#include <string.h>
+#include "cleanup.h"
+#include "sandbox_state.h"
+
+#define B(s) SBX_SB_BIT(SBX_SB_##s)
+#define LIVE (B(STARTING) | B(READY) | B(PAUSING) | B(PAUSED) | B(RESUMING))
+
+/* The statuses, and which may follow each: the one table. Pausing and
+ * resuming have no writer yet; they may fail or be destroyed like any live
+ * sandbox, and the pause work adds their own edges here. */
+static const struct {
+	const char *name;
+	unsigned next;
+	bool settled, on_node;
+} statuses[SBX_SB_NSTATUS] = {
+	[SBX_SB_STARTING] = { "starting", B(READY) | B(FAILED) | B(DESTROYED), false, false },
+	[SBX_SB_READY] = { "ready", B(FAILED) | B(DESTROYED), true, true },
+	[SBX_SB_PAUSING] = { "pausing", B(FAILED) | B(DESTROYED), false, true },
+	[SBX_SB_PAUSED] = { "paused", B(FAILED) | B(DESTROYED), true, true },
+	[SBX_SB_RESUMING] = { "resuming", B(FAILED) | B(DESTROYED), false, true },
+	[SBX_SB_FAILED] = { "failed", B(DESTROYED), true, false },
+	[SBX_SB_DESTROYED] = { "destroyed", 0, true, false },
+};
+
+const char *sbx_sb_status_name(enum sbx_sb_status s)
+{
+	return (unsigned)s < SBX_SB_NSTATUS ? statuses[s].name : "";
+}
+
+int sbx_sb_status_parse(const char *name)
+{
+	for (int s = 0; name && s < SBX_SB_NSTATUS; s++)
+		if (!strcmp(name, statuses[s].name))
+			return s;
+	return -1;
+}
+
+bool sbx_sb_transition_ok(enum sbx_sb_status from, enum sbx_sb_status to)
+{
+	return (unsigned)from < SBX_SB_NSTATUS && (unsigned)to < SBX_SB_NSTATUS &&
+	       (statuses[from].next & SBX_SB_BIT(to));
+}
+
+bool sbx_sb_settled(int s)
+{
+	return s >= 0 && s < SBX_SB_NSTATUS && statuses[s].settled;
+}
+
+bool sbx_sb_on_node(int s)
+{
+	return s >= 0 && s < SBX_SB_NSTATUS && statuses[s].on_node;
+}
+
+int sbx_sb_guard(unsigned from_mask, enum sbx_sb_status to, char *out, size_t outsz, sbx_err *err)
+{
+	size_t len = 0;
+
+	if (!from_mask || from_mask >= SBX_SB_BIT(SBX_SB_NSTATUS) || outsz < 3)
+		return sbx_err_set(err, 500, "bad_transition", "sandbox: no status to change to %s",
+				   sbx_sb_status_name(to));
+	out[len++] = '{';
+	for (int s = 0; s < SBX_SB_NSTATUS; s++) {
+		int n;
+
+		if (!(from_mask & SBX_SB_BIT(s)))
+			continue;
+		if (!sbx_sb_transition_ok((enum sbx_sb_status)s, to))
+			return sbx_err_set(err, 500, "bad_transition", "sandbox: %s -> %s is not an allowed change",
+					   statuses[s].name, sbx_sb_status_name(to));
+		n = snprintf(out + len, outsz - len, "%s%s", len > 1 ? "," : "", statuses[s].name);
+		if (n < 0 || (size_t)n >= outsz - len)
+			return sbx_err_set(err, 500, "internal", "sandbox: status guard buffer too small");
+		len += (size_t)n;
+	}
+	if (len + 2 > outsz)
+		return sbx_err_set(err, 500, "internal", "sandbox: status guard buffer too small");
+	out[len++] = '}';
+	out[len] = 0;
+	return 0;
+}
+
+/* Runs a guarded change whose last parameter is the guard; 1 when the
+ * record changed (the statement RETURNs its id), 0 when not. */
+static int change(sbx_db *db, unsigned from, enum sbx_sb_status to, sbx_err *err, const char *sql, int n,
+		  const char *const *params)
+{
+	cleanup_pgres PGresult *res = NULL;
+	const char *p[8];
+	char guard[80];
+
+	if (n >= (int)SBX_ARRAY_LEN(p) || sbx_sb_guard(from, to, guard, sizeof(guard), err) < 0)
+		return -1;
+	memcpy(p, params, (size_t)n * sizeof(*p));
+	p[n] = guard;
+	if (sbx_db_exec(db, &res, err, sql, n + 1, p) < 0)
+		return -1;
+	return PQntuples(res) > 0;
+}
+
+int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *node_id, const char *container_id,
+		      bool unless_destroy_asked, sbx_err *err)
+{
+	const char *p[] = { id, org, node_id, container_id, unless_destroy_asked ? "true" : "false" };
+
+	return change(db, B(STARTING), SBX_SB_READY, err,
+		      "UPDATE sandboxes SET status = 'ready', node_id = $3, container_id = $4, last_activity_at = now() "
+		      "WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) AND status = ANY($6::sandbox_status[]) "
+		      "AND NOT ($5::boolean AND destroy_requested_at IS NOT NULL) RETURNING id",
+		      5, p);
+}
+
+int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err)
+{
+	const char *p[] = { id, org, reason };
+
+	return change(db, B(STARTING), SBX_SB_FAILED, err,
+		      "UPDATE sandboxes SET status = 'failed', failure_reason = $3 "
+		      "WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) AND status = ANY($4::sandbox_status[]) "
+		      "RETURNING id",
+		      3, p);
+}
+
+int sbx_sandbox_fail(sbx_db *db, const char *id, const char *reason, sbx_err *err)
+{
+	const char *p[] = { id, reason };
+
+	return change(db, LIVE, SBX_SB_FAILED, err,
+		      "UPDATE sandboxes SET status = 'failed', failure_reason = $2 "
+		      "WHERE id = $1 AND status = ANY($3::sandbox_status[]) RETURNING id",
+		      2, p);
+}
+
+int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_err *err)
+{
+	char grace[32], guard[80];
+
+	*rows = NULL;
+	snprintf(grace, sizeof(grace), "%lld", grace_s);
+	if (sbx_sb_guard(B(STARTING), SBX_SB_FAILED, guard, sizeof(guard), err) < 0)
+		return -1;
+	return sbx_db_query(db, rows, err,
+			    "UPDATE sandboxes SET status = 'failed', failure_reason = 'the create did not finish "
+			    "(stuck in starting)' WHERE status = ANY($2::sandbox_status[]) "
+			    "AND created_at < now() - make_interval(secs => $1::int) RETURNING id",
+			    2, grace, guard);
+}
+
+int sbx_sandbox_destroy_intent(sbx_db *db, const char *id, const char *org, const char *reason, int *was,
+			       sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+	char guard[80];
+
+	*was = -1;
+	if (sbx_sb_guard(SBX_SB_UNPLACED, SBX_SB_DESTROYED, guard, sizeof(guard), err) < 0)
+		return -1;
+	if (sbx_db_query(db, &res, err,
+			 "WITH old AS (SELECT id, status FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) "
+			 "  FOR UPDATE) "
+			 "UPDATE sandboxes s SET destroy_requested_at = coalesce(s.destroy_requested_at, now()), "
+			 "  destroy_reason = coalesce(s.destroy_reason, $3), "
+			 "  status = CASE WHEN old.status = ANY($4::sandbox_status[]) THEN 'destroyed' ELSE s.status END, "
+			 "  destroyed_at = CASE WHEN old.status = ANY($4::sandbox_status[]) THEN now() ELSE s.destroyed_at END "
+			 "FROM old WHERE s.id = old.id RETURNING old.status",
+			 4, id, org, reason, guard) < 0)
+		return -1;
+	if (PQntuples(res) != 1)
+		return 0;
+	*was = sbx_sb_status_parse(PQgetvalue(res, 0, 0));
+	return 1;
+}
+
+int sbx_sandbox_expire(sbx_db *db, PGresult **rows, sbx_err *err)
+{
+	*rows = NULL;
+	return sbx_db_query(db, rows, err,
+			    "UPDATE sandboxes SET destroy_requested_at = now(), destroy_reason = CASE "
+			    "  WHEN expires_at <= now() THEN 'max_lifetime' ELSE 'idle_ttl' END "
+			    "WHERE status = 'ready' AND destroy_requested_at IS NULL AND (expires_at <= now() "
+			    "  OR last_activity_at + make_interval(secs => idle_timeout_s) <= now()) "
+			    "RETURNING id, destroy_reason",
+			    0);
+}
+
+int sbx_sandbox_destroyed(sbx_db *db, const char *id, const char *reason, sbx_err *err)
+{
+	const char *p[] = { id, reason };
+
+	return change(db, LIVE | B(FAILED), SBX_SB_DESTROYED, err,
+		      "UPDATE sandboxes SET status = 'destroyed', destroyed_at = coalesce(destroyed_at, now()), "
+		      "destroy_reason = coalesce(destroy_reason, $2, 'user') "
+		      "WHERE id = $1 AND status = ANY($3::sandbox_status[]) RETURNING id",
+		      2, p);
+}
+
+int sbx_sandbox_oom_kills(sbx_db *db, const char *id, long kills, sbx_err *err)
+{
+	char v[24];
+
+	snprintf(v, sizeof(v), "%ld", kills);
+	return sbx_db_query(db, NULL, err, "UPDATE sandboxes SET oom_kills = $2::int WHERE id = $1", 2, id, v);
+}
+
+int sbx_sandbox_touch(sbx_db *db, const char *id, sbx_err *err)
+{
+	return sbx_db_query(db, NULL, err, "UPDATE sandboxes SET last_activity_at = now() WHERE id = $1", 1, id);
+}
+
+int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res, sbx_err *err)
+{
+	*res = NULL;
+	/* one statement: look, and count this as activity when it can run */
+	return sbx_db_query(db, res, err,
+			    "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
+			    "coalesce(failure_reason, '') AS failure_reason FROM sandboxes "
+			    "  WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)), "
+			    "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
+			    "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
+			    "SELECT status, node_id, env::text, failure_reason FROM s",
+			    2, id, org);
+}
