@@ -22,6 +22,7 @@ static const char *reason(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
 	case 409: return "Conflict";
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
@@ -93,13 +94,22 @@ void api_send_error(struct api_req *r, const sbx_err *err)
 
 void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 {
-	int status = err->http >= 400 && err->http <= 599 ? err->http : 500;
+	sbx_err slow = SBX_ERR_INIT;
+	char hdr[96];
+	const char *extra = NULL;
+	char *s;
+	int status;
 	json_t *o;
 
 	if (r->answered) {
 		json_decref(data);
 		return;
 	}
+	/* whatever the handler made of the body it never got whole, the
+	 * reason is that the client sent it too slowly */
+	if (api_body_guard_tripped(&slow))
+		err = &slow;
+	status = err->http >= 400 && err->http <= 599 ? err->http : 500;
 	if (status >= 500)
 		log_warnx("%s %s -> %d %s: %s", r->method, r->uri, status, err->code, err->msg);
 	o = json_object();
@@ -112,19 +122,29 @@ void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 	if (data)
 		json_object_set_new(o, "data", data);
 	if (status == 405) {
-		char allow[64], hdr[96];
-		char *s;
+		char allow[64];
 		sbx_route_allow_header(r->m.allowed, allow, sizeof(allow));
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
-		s = json_dumps(o, JSON_COMPACT);
-		send_head(r, status, "application/json", hdr);
-		if (s)
-			FCGX_PutS(s, r->fcgx->out);
-		free(s);
-		json_decref(o);
+		extra = hdr;
+	} else if (status == 429) {
+		/* API.md: every 429 says when to come back */
+		snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", r->retry_after > 0 ? r->retry_after : 1);
+		extra = hdr;
+	}
+	if (!extra) {
+		api_send_json(r, status, o);
 		return;
 	}
-	api_send_json(r, status, o);
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	if (!s) {
+		send_head(r, 500, "application/json", NULL);
+		FCGX_PutS("{\"message\":\"Internal error\",\"code\":\"internal\"}", r->fcgx->out);
+		return;
+	}
+	send_head(r, status, "application/json", extra);
+	FCGX_PutS(s, r->fcgx->out);
+	free(s);
 }
 
 void api_send_text(struct api_req *r, int status, const char *ctype, const char *text)
@@ -263,7 +283,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	sbx_hex(hash, sizeof(hash), hash_hex + 2);
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT k.id, k.org_id, k.hash, k.is_admin, o.max_sandboxes, o.max_memory_mb, "
-			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' "
+			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute', "
+			 "coalesce(o.max_concurrent_requests, 0), coalesce(o.max_concurrent_streams, 0) "
 			 "FROM api_keys k JOIN orgs o ON o.id = k.org_id "
 			 "WHERE k.hash = $1::bytea AND k.revoked_at IS NULL",
 			 1, hash_hex) < 0)
@@ -284,6 +305,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	r->org.is_admin = PQgetvalue(res, 0, 3)[0] == 't';
 	r->org.max_sandboxes = atoll(PQgetvalue(res, 0, 4));
 	r->org.max_memory_mb = atoll(PQgetvalue(res, 0, 5));
+	r->org.max_requests = atoll(PQgetvalue(res, 0, 7));
+	r->org.max_streams = atoll(PQgetvalue(res, 0, 8));
 	if (PQgetvalue(res, 0, 6)[0] == 't') {
 		sbx_err ignore = SBX_ERR_INIT;
 		/* at most once a minute: a write per request would cost more than it tells */
@@ -341,6 +364,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	memset(&r, 0, sizeof(r));
 	r.ctx = ctx;
 	r.fcgx = fcgx;
+	r.slots.request = r.slots.stream = -1;
+	api_body_guard_start(&r);
 	r.method = api_param(&r, "REQUEST_METHOD");
 	r.uri = api_param(&r, "REQUEST_URI");
 	if (!r.method)
@@ -369,7 +394,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	case SBX_M_PUT: h = handlers[r.m.route].put; break;
 	case SBX_M_DELETE: h = handlers[r.m.route].del; break;
 	}
-	if (!handlers[r.m.route].public && api_authenticate(&r, &err) < 0) {
+	if (!handlers[r.m.route].public &&
+	    (api_authenticate(&r, &err) < 0 || api_limits_acquire(&r, &err) < 0)) {
 		api_send_error(&r, &err);
 		goto done;
 	}
@@ -382,6 +408,7 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 		api_send_error(&r, &err);
 	}
 done:
+	api_limits_release(&r);
 	log_info("%s %.200s %d %lldus%s%s", r.method, r.uri, r.status, mono_us() - t0,
 		 r.org.org_id[0] ? " org=" : "", r.org.org_id);
 	sbx_log_set_request_id(NULL);
