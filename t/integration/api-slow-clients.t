@@ -56,7 +56,7 @@ locks_are() { [ "$(org_locks "$1" "${3:-}")" = "$2" ]; }
 
 # api_line PATTERN: sbx-api's log line for the request whose URI has PATTERN
 # (logged when the child is done with it), after RT_MARK.
-api_line() { log_since "$RT_MARK" | grep -F "sbx-api[" | grep -F " $1 " | tail -n1; }
+api_line() { log_since "$RT_MARK" | grep -E 'sbx-api(-child)?\[' | grep -F " $1 " | tail -n1; }
 # held_secs LINE: how long the child held that request, in seconds.
 held_secs() { sed -n 's/.* [0-9][0-9][0-9] \([0-9]*\)us.*/\1/p' <<< "$1" | awk '{printf "%.1f", $1 / 1e6}'; }
 
