@@ -123,7 +123,7 @@ ok "awk 'BEGIN {exit !($secs >= 8 && $secs <= 20)}'" "... after about nginx's 10
 wait_until 10 eval '[ -n "$(api_line "$stall_path")" ]'
 line=$(api_line "$stall_path")
 held=$(held_secs "$line")
-diag "sbx-api: ${line#*info: }"
+diag "sbx-api: ${line#*req=*: }"
 ok "awk 'BEGIN {exit !(\"$held\" != \"\" && $held <= 15)}'" "the API child was free again after ${held:-?} s (its log line)"
 wait_until 10 locks_are "$ORG_A" 0
 ok $? "A's slots are all given back (pg_locks)"
@@ -140,7 +140,7 @@ ok "awk 'BEGIN {exit !($secs >= 8 && $secs <= 25)}'" "... after api_body_grace (
 wait_until 10 eval '[ -n "$(api_line "$trickle_path")" ]'
 line=$(api_line "$trickle_path")
 held=$(held_secs "$line")
-diag "sbx-api: ${line#*info: }"
+diag "sbx-api: ${line#*req=*: }"
 like "$line" " 408 " "sbx-api answered 408 itself (nginx's body timeout never fired)"
 ok "awk 'BEGIN {exit !(\"$held\" != \"\" && $held <= 20)}'" "the API child was free again after ${held:-?} s (its log line)"
 wait_until 10 locks_are "$ORG_A" 0
