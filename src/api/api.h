@@ -28,6 +28,16 @@ struct api_org {
 	bool is_admin;
 	long long max_sandboxes;
 	long long max_memory_mb;
+	long long max_requests; /* concurrency overrides; 0: the setting */
+	long long max_streams;
+};
+
+/* The per-organisation slots a request holds (limits.c); -1: none. */
+struct api_slots {
+	int request;
+	int stream;
+	unsigned key1;  /* the organisation's part of the lock keys */
+	unsigned key2;
 };
 
 struct api_req {
@@ -38,6 +48,8 @@ struct api_req {
 	char request_id[72];
 	struct sbx_route_match m;
 	struct api_org org; /* filled once authenticated */
+	struct api_slots slots;
+	int retry_after; /* seconds, for a 429 (1 when unset) */
 	bool answered;
 	int status; /* for the access log line */
 };
@@ -61,6 +73,19 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
 /* Builds a JSON value from a one-row, one-column jsonb/json result. */
 json_t *api_json_from_row(PGresult *res, int row, int col);
 int api_mq(struct api_req *r, sbx_err *err);
+
+/* limits.c: one tenant's share of the API children */
+/* Takes a request slot (and a stream slot for a long-running route) of the
+ * caller's organisation; 429 when it has as many in flight as it may. */
+int api_limits_acquire(struct api_req *r, sbx_err *err);
+/* Gives the slots back; safe to call when none are held. */
+void api_limits_release(struct api_req *r);
+/* Whether the route holds a child for long (exec, follow, transfers, wait). */
+bool api_route_is_long(const struct api_req *r);
+/* Watches how fast the request body arrives (api_body_min_rate). */
+void api_body_guard_start(struct api_req *r);
+/* The body came too slowly and was cut off: fills err with the 408. */
+bool api_body_guard_tripped(sbx_err *err);
 
 /* handlers */
 void h_healthz(struct api_req *r);

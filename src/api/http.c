@@ -23,6 +23,7 @@ static const char *reason(int status)
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
 	case 405: return "Method Not Allowed";
+	case 408: return "Request Timeout";
 	case 409: return "Conflict";
 	case 413: return "Payload Too Large";
 	case 429: return "Too Many Requests";
@@ -100,15 +101,20 @@ void api_send_error(struct api_req *r, const sbx_err *err)
 
 void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 {
-	int status = err->http >= 400 && err->http <= 599 ? err->http : 500;
-	int retry = sbx_code_retry_after(err->code);
+	sbx_err slow = SBX_ERR_INIT;
 	char hdr[160] = "";
+	int status, retry;
 	json_t *o;
 
 	if (r->answered) {
 		json_decref(data);
 		return;
 	}
+	/* whatever the handler made of the body it never got whole, the
+	 * reason is that the client sent it too slowly */
+	if (api_body_guard_tripped(&slow))
+		err = &slow;
+	status = err->http >= 400 && err->http <= 599 ? err->http : 500;
 	if (status >= 500)
 		log_warnx("%s %s -> %d %s: %s", r->method, r->uri, status, err->code, err->msg);
 	o = json_object();
@@ -124,8 +130,10 @@ void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data)
 		char allow[64];
 		sbx_route_allow_header(r->m.allowed, allow, sizeof(allow));
 		snprintf(hdr, sizeof(hdr), "Allow: %s\r\n", allow);
-	} else if (retry > 0) {
-		snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", retry);
+	} else if ((retry = r->retry_after > 0 ? r->retry_after : sbx_code_retry_after(err->code)) > 0 ||
+		   status == 429) {
+		/* API.md: every 429 says when to come back */
+		snprintf(hdr, sizeof(hdr), "Retry-After: %d\r\n", retry > 0 ? retry : 1);
 	}
 	send_json(r, status, o, hdr[0] ? hdr : NULL);
 }
@@ -266,7 +274,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	sbx_hex(hash, sizeof(hash), hash_hex + 2);
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT k.id, k.org_id, k.hash, k.is_admin, o.max_sandboxes, o.max_memory_mb, "
-			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute' "
+			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute', "
+			 "coalesce(o.max_concurrent_requests, 0), coalesce(o.max_concurrent_streams, 0) "
 			 "FROM api_keys k JOIN orgs o ON o.id = k.org_id "
 			 "WHERE k.hash = $1::bytea AND k.revoked_at IS NULL",
 			 1, hash_hex) < 0)
@@ -287,6 +296,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	r->org.is_admin = PQgetvalue(res, 0, 3)[0] == 't';
 	r->org.max_sandboxes = atoll(PQgetvalue(res, 0, 4));
 	r->org.max_memory_mb = atoll(PQgetvalue(res, 0, 5));
+	r->org.max_requests = atoll(PQgetvalue(res, 0, 7));
+	r->org.max_streams = atoll(PQgetvalue(res, 0, 8));
 	if (PQgetvalue(res, 0, 6)[0] == 't') {
 		sbx_err ignore = SBX_ERR_INIT;
 		/* at most once a minute: a write per request would cost more than it tells */
@@ -344,6 +355,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	memset(&r, 0, sizeof(r));
 	r.ctx = ctx;
 	r.fcgx = fcgx;
+	r.slots.request = r.slots.stream = -1;
+	api_body_guard_start(&r);
 	r.method = api_param(&r, "REQUEST_METHOD");
 	r.uri = api_param(&r, "REQUEST_URI");
 	if (!r.method)
@@ -372,7 +385,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	case SBX_M_PUT: h = handlers[r.m.route].put; break;
 	case SBX_M_DELETE: h = handlers[r.m.route].del; break;
 	}
-	if (!handlers[r.m.route].public && api_authenticate(&r, &err) < 0) {
+	if (!handlers[r.m.route].public &&
+	    (api_authenticate(&r, &err) < 0 || api_limits_acquire(&r, &err) < 0)) {
 		api_send_error(&r, &err);
 		goto done;
 	}
@@ -385,6 +399,7 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 		api_send_error(&r, &err);
 	}
 done:
+	api_limits_release(&r);
 	log_info("%s %.200s %d %lldus%s%s", r.method, r.uri, r.status, mono_us() - t0,
 		 r.org.org_id[0] ? " org=" : "", r.org.org_id);
 	sbx_log_set_request_id(NULL);

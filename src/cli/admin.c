@@ -33,6 +33,7 @@ static void usage(FILE *f)
 		"  org list\n"
 		"  org limits ORG [--max-sandboxes N] [--max-memory-mb N] [--max-volume-gb N]\n"
 		"                 [--max-volumes N] [--monthly-spend-limit-cents N|none]\n"
+		"                 [--max-concurrent-requests N|default] [--max-concurrent-streams N|default]\n"
 		"  key issue ORG [--name NAME] [--admin]   prints the token (once) on stdout\n"
 		"  key list ORG\n"
 		"  key revoke KEYID\n"
@@ -253,22 +254,29 @@ static int cmd_org(int argc, char **argv)
 		cleanup_pgres PGresult *r = NULL;
 		if (sbx_db_query(&db, &r, &err,
 				 "SELECT id, name, max_sandboxes, max_memory_mb, max_volume_gb, max_volumes, "
-				 "coalesce(monthly_spend_limit_cents::text, 'none'), created_at "
+				 "coalesce(monthly_spend_limit_cents::text, 'none'), "
+				 "coalesce(max_concurrent_requests::text, 'default'), "
+				 "coalesce(max_concurrent_streams::text, 'default'), created_at "
 				 "FROM orgs ORDER BY created_at",
 				 0) < 0)
 			die_err(&err);
 		printf("%-24s  %-20s  %s\n", "ID", "NAME", "LIMITS");
 		for (int i = 0; i < PQntuples(r); i++)
-			printf("%-24s  %-20s  sandboxes=%s memory_mb=%s volume_gb=%s volumes=%s spend_cents=%s\n",
+			printf("%-24s  %-20s  sandboxes=%s memory_mb=%s volume_gb=%s volumes=%s spend_cents=%s "
+			       "concurrent_requests=%s concurrent_streams=%s\n",
 			       PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
-			       PQgetvalue(r, i, 4), PQgetvalue(r, i, 5), PQgetvalue(r, i, 6));
+			       PQgetvalue(r, i, 4), PQgetvalue(r, i, 5), PQgetvalue(r, i, 6), PQgetvalue(r, i, 7),
+			       PQgetvalue(r, i, 8));
 		return 0;
 	}
 	if (!strcmp(argv[1], "limits") && argc >= 3) {
-		static const struct { const char *opt, *col; } lim[] = {
-			{ "--max-sandboxes", "max_sandboxes" }, { "--max-memory-mb", "max_memory_mb" },
-			{ "--max-volume-gb", "max_volume_gb" }, { "--max-volumes", "max_volumes" },
-			{ "--monthly-spend-limit-cents", "monthly_spend_limit_cents" },
+		/* unset: the word that stores NULL ("no limit", or "the API's setting") */
+		static const struct { const char *opt, *col, *unset; } lim[] = {
+			{ "--max-sandboxes", "max_sandboxes", NULL }, { "--max-memory-mb", "max_memory_mb", NULL },
+			{ "--max-volume-gb", "max_volume_gb", NULL }, { "--max-volumes", "max_volumes", NULL },
+			{ "--monthly-spend-limit-cents", "monthly_spend_limit_cents", "none" },
+			{ "--max-concurrent-requests", "max_concurrent_requests", "default" },
+			{ "--max-concurrent-streams", "max_concurrent_streams", "default" },
 		};
 		char id[SBX_ID_LEN + 1];
 		org_id_of(argv[2], id);
@@ -284,7 +292,7 @@ static int cmd_org(int argc, char **argv)
 				return 2;
 			}
 			val = argv[i + 1];
-			if (!strcmp(val, "none") && k == 4)
+			if (lim[k].unset && !strcmp(val, lim[k].unset))
 				val = NULL;
 			else if (strspn(val, "0123456789") != strlen(val) || !*val || strlen(val) > 12) {
 				fprintf(stderr, "sbx-admin: %s takes a whole number\n", argv[i]);
@@ -293,7 +301,10 @@ static int cmd_org(int argc, char **argv)
 			/* column names come from the table above, never from input */
 			snprintf(sql, sizeof(sql), "UPDATE orgs SET %s = $2::bigint WHERE id = $1", lim[k].col);
 			if (sbx_db_query(&db, NULL, &err, sql, 2, id, val) < 0) {
-				fprintf(stderr, "sbx-admin: %s: %s\n", argv[i], err.msg);
+				if (!strcmp(err.code, "db:23514"))
+					fprintf(stderr, "sbx-admin: %s: %s is out of range\n", argv[i], val);
+				else
+					fprintf(stderr, "sbx-admin: %s: %s\n", argv[i], err.msg);
 				return 1;
 			}
 		}

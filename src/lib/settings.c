@@ -52,6 +52,21 @@ const struct sbx_setting sbx_settings[] = {
 	  "largest JSON request body accepted (413 beyond)" },
 	{ "api_json_max_depth", SBX_ST_INT, "32", 2, 512, R, API,
 	  "deepest nesting accepted in a JSON body (400 beyond)" },
+	/* one tenant's share of the API children (doc/nginx.md "Per-organisation limits") */
+	{ "api_org_max_requests", SBX_ST_INT, "4", 1, 10000, R, API,
+	  "requests one organisation may have in flight at once, over all API processes and "
+	  "machines (429 beyond); about half of api_children, so one tenant never holds every child "
+	  "(sbx-admin org limits overrides it per organisation)" },
+	{ "api_org_max_streams", SBX_ST_INT, "2", 1, 10000, R, API,
+	  "long-running requests (exec, code, output follow, file transfers, stdin, wait) one "
+	  "organisation may have at once (429 beyond); each also counts as a request; about a "
+	  "quarter of api_children (sbx-admin org limits overrides it per organisation)" },
+	{ "api_body_min_rate", SBX_ST_BYTES, "4096", 0, 1073741824, R, API,
+	  "slowest average rate, in bytes per second of waiting for the client, at which a streamed "
+	  "request body (file upload, stdin) may arrive once api_body_grace has passed (408 "
+	  "beyond); 0: no floor" },
+	{ "api_body_grace", SBX_ST_SECS, "10", 1, 3600, R, API,
+	  "seconds of waiting for a request body before api_body_min_rate applies" },
 	{ "worker_pidfile", SBX_ST_STR, "/run/sbx/sbx-worker.pid", 0, 0, 0, WRK,
 	  "sbx-worker pidfile" },
 	{ "worker_provisioners", SBX_ST_INT, "1", 0, 64, R, WRK, "provisioner processes" },
@@ -404,6 +419,9 @@ int sbx_config_check(const sbx_config *cfg, unsigned who, sbx_err *err)
 		return sbx_err_set(err, 0, "bad_config", "start_timeout must be at least 3 s below rpc_timeout");
 	if (sbx_cfg_int(cfg, "exec_timeout") > sbx_cfg_int(cfg, "exec_timeout_max"))
 		return sbx_err_set(err, 0, "bad_config", "exec_timeout is larger than exec_timeout_max");
+	if (sbx_cfg_int(cfg, "api_org_max_streams") > sbx_cfg_int(cfg, "api_org_max_requests"))
+		return sbx_err_set(err, 0, "bad_config",
+				   "api_org_max_streams is larger than api_org_max_requests (a stream is a request too)");
 	if (sbx_cfg_int(cfg, "volume_min_gb") > sbx_cfg_int(cfg, "volume_max_gb"))
 		return sbx_err_set(err, 0, "bad_config", "volume_min_gb is larger than volume_max_gb");
 	{

@@ -114,7 +114,7 @@ T_SECTION=""
 # --- 64 concurrent streams on 4 sandboxes, one never read
 # The unread one: endless output, its reader stopped after the first bytes.
 # Its reader takes 1 KB/s (curl --limit-rate): it never keeps up, yet it
-# reads now and then, so nginx's send_timeout (60 s without progress) does
+# reads now and then, so nginx's send_timeout (30 s without progress) does
 # not drop it while the 63 others run on this 2-CPU machine.
 rt_stream_start "$T/stuck" "/sandboxes/$S1/exec" "$(rt_json "yes stuck-stream-output | head -c 2000000000; echo stuck-end" 300 true)" \
 	--limit-rate 1k

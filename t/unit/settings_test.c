@@ -4,7 +4,9 @@
  * NUL byte are refused naming file:line; durations (30s, 5m, 1h, 1d) and sizes
  * (1K, 16M, 1G) are converted; sbx_config_set overrides and keeps the old value
  * on error; sbx_config_check needs a 64-hex auth_secret for the API; help and
- * sample list the settings and never print a secret's value. */
+ * sample list the settings and never print a secret's value; the per-organisation
+ * concurrency limits default to a share of the children, streams never above
+ * requests. */
 #include "config.h"
 #include <fcntl.h>
 #include <stdlib.h>
@@ -83,6 +85,10 @@ int main(void)
 	is_int(sbx_cfg_int(cfg, "file_max_bytes"), 52428800, "default file_max_bytes is 50 MB");
 	is_str(sbx_cfg_str(cfg, "default_template"), "debian-12", "default template is debian-12");
 	is_str(sbx_cfg_str(cfg, "default_egress"), "deny_all", "default egress is deny_all");
+	is_int(sbx_cfg_int(cfg, "api_org_max_requests"), 4, "default api_org_max_requests is 4 (half the children)");
+	is_int(sbx_cfg_int(cfg, "api_org_max_streams"), 2, "default api_org_max_streams is 2 (a quarter)");
+	is_int(sbx_cfg_int(cfg, "api_body_min_rate"), 4096, "default api_body_min_rate is 4 KiB/s");
+	is_int(sbx_cfg_int(cfg, "api_body_grace"), 10, "default api_body_grace is 10 s");
 	is_str(sbx_cfg_str(cfg, "auth_secret"), "", "auth_secret has no default");
 	is_str(sbx_cfg_str(cfg, "log_file"), "", "log_file defaults to empty (stderr)");
 	{
@@ -113,6 +119,11 @@ int main(void)
 	sbx_config_set(cfg, "exec_timeout_max", "100", &err);
 	is_int(sbx_config_check(cfg, SBX_FOR_API, &err), -1, "exec_timeout above exec_timeout_max is refused");
 	sbx_config_set(cfg, "exec_timeout", "30", &err);
+	sbx_config_set(cfg, "api_org_max_streams", "5", &err);
+	is_int(sbx_config_check(cfg, SBX_FOR_API, &err), -1, "api_org_max_streams above api_org_max_requests is refused");
+	like(err.msg, "api_org_max_streams", "... naming it");
+	sbx_config_set(cfg, "api_org_max_streams", "2", &err);
+	is_int(sbx_config_set(cfg, "api_org_max_requests", "0", &err), -1, "api_org_max_requests 0 is out of range");
 	sbx_config_set(cfg, "worker_restart_min_ms", "5000", &err);
 	sbx_config_set(cfg, "worker_restart_max_ms", "1000", &err);
 	is_int(sbx_config_check(cfg, SBX_FOR_WORKER, &err), -1, "restart min above max is refused");
