@@ -696,6 +696,15 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		}
 		o->want_close = true;
 		op_pump(r, o);
+	} else if (!strcmp(m->type, "file.abort")) {
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0) {
+			log_warnx("op %s: malformed file.abort", o->op_id);
+			return;
+		}
+		if (o->kind != RK_WRITE)
+			return;
+		/* op_free's SIGNAL ends the stream inside: sbx-init removes the temp file */
+		op_error(r, o, "invalid", "the upload was aborted");
 	}
 }
 
@@ -708,7 +717,7 @@ static const struct {
 	{ "proc.list", RK_PROCS },     { "proc.attach", RK_ATTACH }, { "proc.stdin", RK_PSTDIN },
 	{ "proc.signal", RK_PSIGNAL },
 };
-static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end" };
+static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end", "file.abort" };
 
 bool relay_handles(const char *type)
 {
