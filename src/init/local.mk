@@ -3,8 +3,9 @@
 # the sanitizers of --enable-asan are switched off again (they cannot link
 # -static; -fno-sanitize=all comes after SBX_CFLAGS, so it wins).
 pkglibexec_PROGRAMS = src/init/sbx-init
-src_init_sbx_init_SOURCES = src/init/sbx-init.c src/lib/frame.c src/lib/frame.h \
-	src/lib/err.c src/lib/err.h
+src_init_sbx_init_SOURCES = src/init/main.c src/init/conn.c src/init/proc.c \
+	src/init/xfer.c src/init/attach.c src/init/file.c \
+	src/init/init.h src/lib/frame.c src/lib/frame.h src/lib/err.c src/lib/err.h
 src_init_sbx_init_CFLAGS = $(SBX_CFLAGS) -fno-sanitize=all
 src_init_sbx_init_LDFLAGS = -static
 src_init_sbx_init_LDADD =

@@ -43,8 +43,8 @@ ctl_bin() {
 init_bin() {
 	local b=$SBX_BUILD/src/init/sbx-init own=$T_TMP/sbx-init
 	[ -x "$b" ] && { echo "$b"; return 0; }
-	[ -f "$SBX_REPO/src/init/sbx-init.c" ] || return 0
-	cc -O2 -static -I"$SBX_BUILD" -I"$SBX_REPO/src/lib" -o "$own" "$SBX_REPO/src/init/sbx-init.c" \
+	[ -f "$SBX_REPO/src/init/main.c" ] || return 0
+	cc -O2 -static -I"$SBX_BUILD" -I"$SBX_REPO/src/lib" -o "$own" "$SBX_REPO"/src/init/*.c \
 		"$SBX_REPO/src/lib/frame.c" "$SBX_REPO/src/lib/err.c" >&2 2> /dev/null && echo "$own"
 }
 CTL=$(ctl_bin) || bail "cannot build t/sandbox/sandboxctl"

@@ -1,0 +1,400 @@
+/* sbx-init: PID 1 inside every sandbox, and the node agent's channel into it.
+ *
+ *   sbx-init --channel /run/sbx/channel.sock [--quiet]
+ *
+ * It listens on a unix socket in a directory bind-mounted from the host
+ * (runsc --host-uds=create makes the socket a real host socket), so the node
+ * agent connects whenever it (re)starts: nothing inside needs to notice a
+ * node agent restart. Frames are those of src/lib/frame.h, validated strictly
+ * in both directions. One epoll loop serves every connection and process:
+ *   - EXEC forks a process in its own session / process group, with pipes
+ *     for stdin, stdout and stderr; output is forwarded as it is read (one
+ *     read of at most 64 KiB per frame) while the process has credit, so a
+ *     slow host makes the command block on write, and one stream never
+ *     blocks another;
+ *   - every child is reaped (signalfd for SIGCHLD), orphans included; when
+ *     not PID 1 it makes itself a child subreaper so tests can run it as a
+ *     normal process;
+ *   - a dropped connection kills its foreground processes (their reader is
+ *     gone); background ones keep running, their output recorded in a log
+ *     file (records: u8 kind, u32 len, bytes) that any number of ATTACH
+ *     streams replay and follow, from any connection, each with its own
+ *     credit;
+ *   - FILE streams write (temp file + rename), read, list, delete and make
+ *     directories; data moves in frames as it is sent or credited, so a
+ *     file of any size costs a frame's worth of memory.
+ * Only libc is used: the binary is static and bind-mounted into every
+ * sandbox, whatever its image.
+ *
+ * init.h lists the files sbx-init is made of and what each one holds. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include "init.h"
+
+/* Background processes: output kept per process, finished ones remembered. */
+#define PROC_LOG_MAX (16 * 1024 * 1024)
+#define MAX_FINISHED 256
+#define PROCS_DIR "/var/lib/sbx/procs"
+#define PROCS_DIR_FALLBACK "/tmp/.sbx-procs"
+
+static int ep = -1;
+static int quiet;
+static int is_pid1;
+const char *procs_dir = PROCS_DIR;
+uint64_t proc_log_max = PROC_LOG_MAX;
+static struct watch w_listen = { W_LISTEN, NULL }, w_signal = { W_SIGNAL, NULL };
+
+void logmsg(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (quiet)
+		return;
+	va_start(ap, fmt);
+	fputs("sbx-init: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* ---- epoll ------------------------------------------------------------- */
+
+void ep_add(int fd, struct watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) < 0)
+		logmsg("epoll_ctl add %d: %s", fd, strerror(errno));
+}
+
+void ep_mod(int fd, struct watch *w, uint32_t events)
+{
+	struct epoll_event ev = { .events = events, .data.ptr = w };
+
+	if (epoll_ctl(ep, EPOLL_CTL_MOD, fd, &ev) < 0)
+		logmsg("epoll_ctl mod %d: %s", fd, strerror(errno));
+}
+
+/* Pipes are added only while they are wanted: a pipe in the set always
+ * reports EPOLLHUP, which would spin a level-triggered loop. */
+void set_armed(int fd, struct watch *w, int *armed, int want, uint32_t events)
+{
+	if (fd < 0) {
+		*armed = 0;
+		return;
+	}
+	if (want && !*armed)
+		ep_add(fd, w, events);
+	else if (!want && *armed)
+		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+	*armed = want;
+}
+
+void close_watched(int *fd, int *armed)
+{
+	if (*fd < 0)
+		return;
+	if (armed && *armed)
+		epoll_ctl(ep, EPOLL_CTL_DEL, *fd, NULL);
+	if (armed)
+		*armed = 0;
+	close(*fd);
+	*fd = -1;
+}
+
+static void reap(void)
+{
+	int status;
+	pid_t pid;
+
+	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		for (struct proc *p = procs; p; p = p->next) {
+			if (p->pid == pid && !p->exited) {
+				p->exited = 1;
+				p->status = status;
+				close_watched(&p->fd_timer, NULL);
+				proc_service(p);
+				break;
+			}
+		}
+	}
+}
+
+/* End of each loop iteration: dropped connections release their processes
+ * (foreground ones are killed, background ones detached), finished
+ * processes are freed. Deferred so no event of this batch sees freed memory. */
+static void collect(void)
+{
+	for (struct conn **cp = &conns; *cp;) {
+		struct conn *c = *cp;
+		if (!c->dead) {
+			cp = &c->next;
+			continue;
+		}
+		for (struct proc *p = procs; p; p = p->next) {
+			if (p->conn != c)
+				continue;
+			p->conn = NULL;
+			buf_free(&p->stdin_buf);
+			if (!p->background && !p->done)
+				kill(-p->pid, SIGKILL);
+			proc_service(p);
+		}
+		for (struct xfer *x = xfers; x; x = x->next)
+			if (x->conn == c && !x->done)
+				xfer_release(x);
+		*cp = c->next;
+		close(c->fd);
+		free(c->in);
+		buf_free(&c->out);
+		free(c);
+	}
+	for (struct xfer **xp = &xfers; *xp;) {
+		struct xfer *x = *xp;
+		if (!x->done) {
+			xp = &x->next;
+			continue;
+		}
+		*xp = x->next;
+		free(x);
+	}
+	/* finished background processes are remembered, the newest
+	 * MAX_FINISHED of them (the list is newest first) */
+	int finished = 0;
+	for (struct proc **pp = &procs; *pp;) {
+		struct proc *p = *pp;
+		if (!p->done || (p->background && (++finished <= MAX_FINISHED || p->refs > 0))) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		if (p->background)
+			log_unlink(p);
+		proc_free(p);
+	}
+}
+
+static void on_signal(int sfd)
+{
+	struct signalfd_siginfo si;
+
+	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD)
+			continue;
+		if (is_pid1) {
+			/* PID 1 lives as long as its sandbox: runsc ends it */
+			logmsg("ignoring signal %u", si.ssi_signo);
+			continue;
+		}
+		logmsg("signal %u: stopping", si.ssi_signo);
+		for (struct proc *p = procs; p; p = p->next)
+			if (!p->exited)
+				kill(-p->pid, SIGKILL);
+		exit(0);
+	}
+	reap();
+}
+
+static int listen_on(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd;
+
+	if (strlen(path) >= sizeof(sa.sun_path)) {
+		logmsg("channel path too long: %s", path);
+		return -1;
+	}
+	strcpy(sa.sun_path, path);
+	/* a socket left by an earlier run is stale: nobody else binds here */
+	if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+		unlink(path);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+		logmsg("channel %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Descriptors inherited from whoever started us must not reach commands. */
+static void close_inherited(void)
+{
+	struct dirent *d;
+	DIR *dir;
+
+	if (close_range(3, ~0U, 0) == 0)
+		return;
+	dir = opendir("/proc/self/fd");
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		int fd = atoi(d->d_name);
+		if (fd > 2 && fd != dirfd(dir))
+			close(fd);
+	}
+	closedir(dir);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] "
+			"[--quiet]\n");
+	exit(2);
+}
+
+/* The directory of background output logs: made if missing; logs found
+ * there belong to no process of ours (an earlier run) and are removed. */
+static void procs_dir_init(void)
+{
+	struct dirent *d;
+	DIR *dir;
+
+	if (mkdir_p(procs_dir, 0700) < 0) {
+		/* a read-only root (the default place only): /tmp is the
+		 * sandbox's own writable space as well */
+		if (strcmp(procs_dir, PROCS_DIR) || mkdir_p(PROCS_DIR_FALLBACK, 0700) < 0) {
+			logmsg("%s: %s (background processes cannot start)", procs_dir, strerror(errno));
+			return;
+		}
+		procs_dir = PROCS_DIR_FALLBACK;
+	}
+	dir = opendir(procs_dir);
+	if (!dir)
+		return;
+	while ((d = readdir(dir))) {
+		size_t n = strlen(d->d_name);
+		if (n > 4 && !strcmp(d->d_name + n - 4, ".log"))
+			unlinkat(dirfd(dir), d->d_name, 0);
+	}
+	closedir(dir);
+}
+
+int main(int argc, char **argv)
+{
+	const char *channel = NULL;
+	struct epoll_event evs[64];
+	sigset_t set;
+	int lfd, sfd;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--channel") && i + 1 < argc)
+			channel = argv[++i];
+		else if (!strcmp(argv[i], "--procs-dir") && i + 1 < argc)
+			procs_dir = argv[++i];
+		else if (!strcmp(argv[i], "--proc-log-max") && i + 1 < argc)
+			proc_log_max = strtoull(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--quiet"))
+			quiet = 1;
+		else if (!strcmp(argv[i], "--version")) {
+			printf("sbx-init %s (protocol %d)\n", PACKAGE_VERSION, SBX_FRAME_VERSION);
+			return 0;
+		} else
+			usage();
+	}
+	if (!channel)
+		usage();
+	close_inherited();
+	/* the pipes given to commands must never land on 0-2 (dup2 onto
+	 * itself would keep O_CLOEXEC): make sure 0-2 are taken */
+	for (;;) {
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (fd > 2)
+			close(fd);
+		if (fd < 0 || fd > 2)
+			break;
+	}
+	is_pid1 = getpid() == 1;
+	if (!is_pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		logmsg("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (sfd < 0 || ep < 0) {
+		logmsg("signalfd/epoll: %s", strerror(errno));
+		return 1;
+	}
+	procs_dir_init();
+	lfd = listen_on(channel);
+	if (lfd < 0)
+		return 1;
+	ep_add(sfd, &w_signal, EPOLLIN);
+	ep_add(lfd, &w_listen, EPOLLIN);
+	logmsg("listening on %s (pid %d)", channel, (int)getpid());
+	/* children that were already ours (none as PID 1) */
+	reap();
+	for (;;) {
+		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), -1);
+		if (n < 0 && errno != EINTR) {
+			logmsg("epoll_wait: %s", strerror(errno));
+			sleep(1);
+		}
+		for (int i = 0; i < n; i++) {
+			struct watch *w = evs[i].data.ptr;
+			struct proc *p = w->obj;
+			struct conn *c = w->obj;
+			switch (w->kind) {
+			case W_LISTEN:
+				conn_accept(lfd);
+				break;
+			case W_SIGNAL:
+				on_signal(sfd);
+				break;
+			case W_CONN:
+				if (c->dead)
+					break;
+				if (evs[i].events & EPOLLOUT) {
+					conn_flush(c);
+					if (!c->dead && c->congested && buf_pending(&c->out) < OUT_HIGH) {
+						c->congested = 0;
+						procs_of_conn_service(c);
+					}
+				}
+				if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+					conn_read(c);
+				break;
+			case W_OUT:
+			case W_ERR:
+				if (p->done)
+					break;
+				proc_read(p, w->kind == W_ERR);
+				proc_service(p);
+				break;
+			case W_IN:
+				if (p->done)
+					break;
+				proc_stdin_flush(p);
+				proc_arm(p);
+				break;
+			case W_TIMER:
+				if (!p->done && p->fd_timer >= 0)
+					proc_timeout(p);
+				break;
+			}
+		}
+		collect();
+	}
+}

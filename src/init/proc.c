@@ -1,0 +1,496 @@
+/* sbx-init's processes (EXEC): started in their own session with pipes,
+ * output forwarded within the host's credit, stdin, timeouts, and the EXIT
+ * once a process has exited and its pipes are drained; the output logs of
+ * background processes. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include "init.h"
+
+extern char **environ;
+
+/* After the main process exited, at most this much more is read from a pipe
+ * that a grandchild still holds open; then the pipe is closed. */
+#define DRAIN_MAX (1024 * 1024)
+
+struct proc *procs;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n);
+
+static int proc_wants_output(const struct proc *p)
+{
+	if (!p->conn)
+		return 1;
+	if (p->conn->dead || p->conn->congested)
+		return 0;
+	return p->credit > 0;
+}
+
+void proc_arm(struct proc *p)
+{
+	int out = proc_wants_output(p);
+
+	set_armed(p->fd_out, &p->w_out, &p->armed_out, out, EPOLLIN);
+	set_armed(p->fd_err, &p->w_err, &p->armed_err, out, EPOLLIN);
+	set_armed(p->fd_in, &p->w_in, &p->armed_in, buf_pending(&p->stdin_buf) > 0, EPOLLOUT);
+}
+
+/* One read from stdout or stderr: > 0 bytes forwarded, 0 the pipe is closed,
+ * -1 nothing to read now, -2 no credit (or the channel is congested). */
+ssize_t proc_read(struct proc *p, int is_err)
+{
+	static uint8_t scratch[READ_CHUNK];
+	int *fd = is_err ? &p->fd_err : &p->fd_out;
+	int *armed = is_err ? &p->armed_err : &p->armed_out;
+	size_t max = READ_CHUNK;
+	ssize_t n;
+
+	if (*fd < 0)
+		return 0;
+	if (!proc_wants_output(p))
+		return -2;
+	if (!p->conn) {
+		/* background: recorded; a dropped foreground one: discarded */
+		n = read(*fd, scratch, max);
+		if (n > 0 && p->background)
+			proc_log(p, is_err, scratch, (size_t)n);
+	} else {
+		struct conn *c = p->conn;
+		if (p->credit < max)
+			max = (size_t)p->credit;
+		if (buf_reserve(&c->out, SBX_FRAME_HDR + max) < 0) {
+			conn_kill(c, "out of memory");
+			return -2;
+		}
+		n = read(*fd, c->out.p + c->out.len + SBX_FRAME_HDR, max);
+		if (n > 0) {
+			sbx_frame_header(c->out.p + c->out.len, is_err ? SBX_F_STDERR : SBX_F_STDOUT,
+					 p->stream, (uint32_t)n);
+			c->out.len += SBX_FRAME_HDR + (size_t)n;
+			p->credit -= (uint64_t)n;
+			conn_flush(c);
+			/* the EPOLLOUT handler lifts this once the host has read */
+			if (buf_pending(&c->out) >= OUT_HIGH)
+				c->congested = 1;
+		}
+	}
+	if (n > 0) {
+		if (p->exited)
+			p->drained += (size_t)n;
+		return n;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return -1;
+	close_watched(fd, armed);
+	return 0;
+}
+
+void proc_stdin_flush(struct proc *p)
+{
+	uint64_t acked = 0, written = 0;
+
+	while (p->fd_in >= 0 && buf_pending(&p->stdin_buf)) {
+		ssize_t n = write(p->fd_in, p->stdin_buf.p + p->stdin_buf.off, buf_pending(&p->stdin_buf));
+		if (n > 0) {
+			p->stdin_buf.off += (size_t)n;
+			acked += (uint64_t)n;
+			written += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		/* EPIPE: the process closed its stdin; what is left is dropped */
+		close_watched(&p->fd_in, &p->armed_in);
+	}
+	if (p->fd_in < 0) {
+		acked += buf_pending(&p->stdin_buf);
+		p->stdin_buf.off = p->stdin_buf.len;
+	}
+	p->stdin_written += written;
+	if (acked && p->conn)
+		conn_send_u32(p->conn, SBX_F_STDIN_ACK, p->stream, (uint32_t)acked);
+	if (!buf_pending(&p->stdin_buf)) {
+		buf_free(&p->stdin_buf);
+		if (p->stdin_close)
+			close_watched(&p->fd_in, &p->armed_in);
+	}
+	if (p->background)
+		proc_xfers_service(p);
+}
+
+static void proc_finish_if_done(struct proc *p)
+{
+	uint8_t b[9];
+	int code, sig = 0;
+
+	if (p->done || !p->exited || p->fd_out >= 0 || p->fd_err >= 0)
+		return;
+	if (WIFEXITED(p->status)) {
+		code = WEXITSTATUS(p->status);
+	} else {
+		sig = WTERMSIG(p->status);
+		code = 128 + sig;
+	}
+	if (p->timed_out)
+		code = 124;
+	p->code = code;
+	p->sig = sig;
+	if (p->conn) {
+		sbx_exit_encode(b, code, (uint32_t)sig, p->timed_out ? SBX_EXIT_TIMED_OUT : 0);
+		conn_send(p->conn, SBX_F_EXIT, p->stream, b, sizeof(b));
+	}
+	close_watched(&p->fd_in, &p->armed_in);
+	close_watched(&p->fd_timer, NULL);
+	buf_free(&p->stdin_buf);
+	p->done = 1;
+	if (p->background) {
+		p->ended_ms = now_ms();
+		/* attachments at the end of the log can now say how it ended */
+		proc_xfers_service(p);
+	}
+}
+
+/* After the main process exited: read what is readable now (within credit)
+ * and close the pipe at the first EAGAIN, so a grandchild that keeps the
+ * pipe open cannot hold the EXIT back forever. */
+static void proc_drain(struct proc *p, int is_err)
+{
+	int *fd = is_err ? &p->fd_err : &p->fd_out;
+	int *armed = is_err ? &p->armed_err : &p->armed_out;
+
+	while (*fd >= 0) {
+		if (p->drained >= DRAIN_MAX) {
+			close_watched(fd, armed);
+			break;
+		}
+		ssize_t r = proc_read(p, is_err);
+		if (r == -1)
+			close_watched(fd, armed);
+		if (r == -2)
+			break;
+	}
+}
+
+/* Re-evaluates a process after anything changed: exit, credit, congestion. */
+void proc_service(struct proc *p)
+{
+	if (p->done)
+		return;
+	if (p->exited) {
+		proc_drain(p, 0);
+		proc_drain(p, 1);
+	}
+	proc_arm(p);
+	proc_finish_if_done(p);
+}
+
+/* argv as one line for PROCS: UTF-8 kept, anything else shown as '?'. */
+static char *cmd_line(const struct sbx_exec_req *req)
+{
+	size_t len = 0;
+	char *s = malloc(SBX_CMD_MAX + 1);
+
+	if (!s)
+		return NULL;
+	for (int i = 0; i < req->argc && len < SBX_CMD_MAX; i++) {
+		const char *a = req->argv[i];
+		size_t al = strlen(a);
+		int utf8 = sbx_utf8_valid((const uint8_t *)a, al);
+		if (i)
+			s[len++] = ' ';
+		for (size_t j = 0; j < al && len < SBX_CMD_MAX; j++) {
+			unsigned char ch = (unsigned char)a[j];
+			s[len++] = (ch < 0x20 || ch == 0x7f || (ch >= 0x80 && !utf8)) ? '?' : (char)ch;
+		}
+	}
+	/* cut at a character boundary */
+	while (len && !sbx_utf8_valid((const uint8_t *)s, len))
+		len--;
+	s[len] = 0;
+	return s;
+}
+
+/* The output log of a background process: a new file, even when an old
+ * entry with the same pid still holds its (now unlinked) log open. */
+static int log_open(pid_t pid)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/%d.log", procs_dir, (int)pid);
+	unlink(path);
+	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+void log_unlink(const struct proc *p)
+{
+	char path[4200];
+	struct stat a, b;
+
+	if (p->log_fd < 0)
+		return;
+	snprintf(path, sizeof(path), "%s/%d.log", procs_dir, (int)p->pid);
+	/* only if the name is still this process's log (not a newer one's) */
+	if (fstat(p->log_fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+	    a.st_dev == b.st_dev)
+		unlink(path);
+}
+
+/* Appends one record; past the cap (or on a write error) only counts. */
+static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n)
+{
+	uint8_t hdr[LOG_REC_HDR];
+	size_t keep = n, done = 0;
+
+	p->out_bytes += n;
+	if (p->truncated || p->log_fd < 0)
+		return;
+	if (p->logged + n > proc_log_max) {
+		keep = (size_t)(proc_log_max - p->logged);
+		p->truncated = 1;
+	}
+	if (keep == 0)
+		return;
+	hdr[0] = is_err ? 2 : 1;
+	sbx_put32(hdr + 1, (uint32_t)keep);
+	while (done < LOG_REC_HDR + keep) {
+		struct iovec iov[2] = { { hdr, LOG_REC_HDR }, { (void *)data, keep } };
+		ssize_t w;
+		if (done >= LOG_REC_HDR) {
+			iov[0].iov_base = (void *)(data + (done - LOG_REC_HDR));
+			iov[0].iov_len = keep - (done - LOG_REC_HDR);
+			w = pwritev(p->log_fd, iov, 1, (off_t)(p->log_size + done));
+		} else {
+			iov[0].iov_base = hdr + done;
+			iov[0].iov_len = LOG_REC_HDR - done;
+			w = pwritev(p->log_fd, iov, 2, (off_t)(p->log_size + done));
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			/* disk full: keep what is complete, record no more */
+			logmsg("log of pid %d: %s", (int)p->pid, w < 0 ? strerror(errno) : "short write");
+			if (ftruncate(p->log_fd, (off_t)p->log_size) < 0)
+				logmsg("log of pid %d: truncate: %s", (int)p->pid, strerror(errno));
+			p->truncated = 1;
+			return;
+		}
+		done += (size_t)w;
+	}
+	p->log_size += LOG_REC_HDR + keep;
+	p->logged += keep;
+	proc_xfers_service(p);
+}
+
+struct child_err {
+	int stage; /* 1 chdir, 2 exec */
+	int err;
+};
+
+static void child_fail(int fd, int stage)
+{
+	struct child_err ce = { stage, errno };
+	ssize_t r = write(fd, &ce, sizeof(ce));
+
+	(void)r;
+	_exit(127);
+}
+
+/* The child side of EXEC: everything here happens between fork and exec. */
+static void child_exec(const struct sbx_exec_req *req, int in, int out, int err, int errfd)
+{
+	sigset_t none;
+
+	setsid();
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGPIPE, SIG_DFL); /* ignored dispositions survive exec */
+	if (in < 0)
+		in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		child_fail(errfd, 2);
+	if (chdir(req->cwd) < 0)
+		child_fail(errfd, 1);
+	environ = (char **)req->envp;
+	execvp(req->argv[0], (char *const *)req->argv);
+	child_fail(errfd, 2);
+}
+
+static int pipe_pair(int p[2])
+{
+	return pipe2(p, O_CLOEXEC);
+}
+
+void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
+{
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	struct child_err ce;
+	struct stat st;
+	struct proc *p;
+	char **saved_environ;
+	ssize_t r;
+	pid_t pid;
+
+	if (stat(req->cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+		send_error(c, stream, "cwd does not exist: %s", req->cwd);
+		return;
+	}
+	if (((req->flags & SBX_EXEC_STDIN) && pipe_pair(pin) < 0) || pipe_pair(pout) < 0 ||
+	    pipe_pair(perr) < 0 || pipe_pair(pe) < 0) {
+		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
+		goto out;
+	}
+	/* vfork: copying sbx-init's address space is what makes fork slow in
+	 * gVisor. The child only touches its own stack, file table and signal
+	 * state, plus `environ`, which is put back here once it has exec'd. */
+	saved_environ = environ;
+	pid = vfork();
+	if (pid == 0)
+		child_exec(req, pin[0], pout[1], perr[1], pe[1]);
+	environ = saved_environ;
+	if (pid < 0) {
+		send_error(c, stream, "cannot start: fork: %s", strerror(errno));
+		goto out;
+	}
+	close(pe[1]);
+	pe[1] = -1;
+	/* exec closes pe[1] (O_CLOEXEC): EOF here means the command runs */
+	do
+		r = read(pe[0], &ce, sizeof(ce));
+	while (r < 0 && errno == EINTR);
+	if (r == (ssize_t)sizeof(ce)) {
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		errno = ce.err;
+		if (ce.stage == 1 && (ce.err == ENOENT || ce.err == ENOTDIR))
+			send_error(c, stream, "cwd does not exist: %s", req->cwd);
+		else if (ce.stage == 1)
+			send_error(c, stream, "cannot enter cwd %s: %s", req->cwd, strerror(ce.err));
+		else if (ce.err == ENOENT)
+			send_error(c, stream, "command not found: %s", req->argv[0]);
+		else if (ce.err == EACCES)
+			send_error(c, stream, "permission denied: %s", req->argv[0]);
+		else
+			send_error(c, stream, "cannot execute %s: %s", req->argv[0], strerror(ce.err));
+		goto out;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		/* the command runs but cannot be tracked: stop it */
+		kill(-pid, SIGKILL);
+		send_error(c, stream, "cannot start: out of memory");
+		goto out;
+	}
+	p->log_fd = -1;
+	if (req->flags & SBX_EXEC_BACKGROUND) {
+		int e;
+		p->log_fd = log_open(pid);
+		e = errno;
+		p->cmd = cmd_line(req);
+		if (p->log_fd < 0 || !p->cmd) {
+			if (p->log_fd >= 0)
+				e = ENOMEM;
+			/* not tracked: stopped (and reaped like any orphan) */
+			kill(-pid, SIGKILL);
+			if (p->log_fd >= 0)
+				close(p->log_fd);
+			free(p->cmd);
+			free(p);
+			send_error(c, stream, "cannot record the output of a background process in %s: %s",
+				   procs_dir, strerror(e));
+			goto out;
+		}
+		p->started_ms = now_ms();
+	}
+	p->conn = c;
+	p->stream = stream;
+	p->pid = pid;
+	p->background = (req->flags & SBX_EXEC_BACKGROUND) != 0;
+	p->credit = req->credit;
+	p->fd_in = pin[1];
+	p->fd_out = pout[0];
+	p->fd_err = perr[0];
+	p->fd_timer = -1;
+	pin[1] = pout[0] = perr[0] = -1;
+	p->w_out = (struct watch){ W_OUT, p };
+	p->w_err = (struct watch){ W_ERR, p };
+	p->w_in = (struct watch){ W_IN, p };
+	p->w_timer = (struct watch){ W_TIMER, p };
+	fcntl(p->fd_out, F_SETFL, O_NONBLOCK);
+	fcntl(p->fd_err, F_SETFL, O_NONBLOCK);
+	if (p->fd_in >= 0)
+		fcntl(p->fd_in, F_SETFL, O_NONBLOCK);
+	if (req->timeout_ms) {
+		struct itimerspec its = { .it_value = { req->timeout_ms / 1000,
+							(long)(req->timeout_ms % 1000) * 1000000 } };
+		p->fd_timer = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+		if (p->fd_timer >= 0 && timerfd_settime(p->fd_timer, 0, &its, NULL) == 0)
+			ep_add(p->fd_timer, &p->w_timer, EPOLLIN);
+		else
+			logmsg("timerfd for pid %d: %s", (int)pid, strerror(errno));
+	}
+	p->next = procs;
+	procs = p;
+	conn_send_u32(c, SBX_F_STARTED, stream, (uint32_t)pid);
+	if (p->background) {
+		/* its stream ends here: ATTACH, PSTDIN and PSIGNAL reach it by pid,
+		 * from any connection */
+		send_exit(c, stream, 0, 0, SBX_EXIT_DETACHED);
+		p->conn = NULL;
+		p->stream = 0;
+	}
+	proc_arm(p);
+out:
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+		if (pe[i] >= 0)
+			close(pe[i]);
+	}
+}
+
+void proc_timeout(struct proc *p)
+{
+	uint64_t ticks;
+
+	if (read(p->fd_timer, &ticks, sizeof(ticks)) < 0 && errno == EAGAIN)
+		return;
+	close_watched(&p->fd_timer, NULL);
+	if (p->exited)
+		return;
+	p->timed_out = 1;
+	kill(-p->pid, SIGKILL);
+}
+
+void proc_free(struct proc *p)
+{
+	if (p->log_fd >= 0)
+		close(p->log_fd);
+	buf_free(&p->stdin_buf);
+	free(p->cmd);
+	free(p);
+}
