@@ -781,8 +781,10 @@ static void reap_children(struct node *n)
 		for (int i = 0; i < MAX_SANDBOXES; i++)
 			if (n->sbs[i].cont_pid == pid) {
 				n->sbs[i].cont_pid = 0;
-				if (!WIFEXITED(st) || WEXITSTATUS(st))
-					log_warnx("sandbox %s: runsc kill CONT failed (status %d)", n->sbs[i].id, st);
+				if (WIFSIGNALED(st))
+					log_warnx("sandbox %s: runsc kill CONT did not finish (killed)", n->sbs[i].id);
+				else if (WEXITSTATUS(st))
+					log_warnx("sandbox %s: runsc kill CONT exited %d", n->sbs[i].id, WEXITSTATUS(st));
 			}
 	}
 }
