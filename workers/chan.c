@@ -95,6 +95,7 @@ void chan_close(struct relay *r, struct chan *c)
 	c->in = c->out = NULL;
 	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
 	c->want_out = false;
+	c->ping_at = 0;
 }
 
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
@@ -269,12 +270,18 @@ void op_pump(struct relay *r, struct rop *o)
 			return;
 		o->pend.off += n;
 		o->unacked += n;
+		/* a file takes its data at once (a process may rightly not read) */
+		if (o->kind == RK_WRITE && !o->await_at)
+			o->await_at = mono_ms();
 	}
 	if (o->pend.off == o->pend.len) {
 		free(o->pend.p);
 		memset(&o->pend, 0, sizeof(o->pend));
-		if (o->live && o->want_close && !o->closed && chan_send(r, c, SBX_F_STDIN, o->stream, NULL, 0) == 0)
+		if (o->live && o->want_close && !o->closed && chan_send(r, c, SBX_F_STDIN, o->stream, NULL, 0) == 0) {
 			o->closed = true;
+			if (o->kind == RK_WRITE && !o->await_at)
+				o->await_at = mono_ms(); /* the rename's EXIT */
+		}
 	}
 }
 
@@ -447,12 +454,20 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 	uint32_t v;
 	sbx_err err = SBX_ERR_INIT;
 
-	if (f->type == SBX_F_HELLO || f->type == SBX_F_PONG)
+	if (f->type == SBX_F_HELLO)
 		return;
+	if (f->type == SBX_F_PONG && f->stream == 0) {
+		c->ping_at = 0; /* the liveness PING (relay_ping) */
+		return;
+	}
 	o = op_by_stream(r, c, f->stream);
 	if (!o)
 		return; /* an op we ended already (its late frames) */
+	/* sbx-init has read the op and works on it */
+	o->await_at = 0;
 	switch (f->type) {
+	case SBX_F_PONG:
+		break;
 	case SBX_F_STARTED:
 		if (sbx_frame_decode_u32(f, &v, &err) < 0 || o->kind != RK_EXEC || o->started) {
 			chan_doom(c, DOOM_BAD, "unexpected STARTED from sbx-init");
@@ -509,6 +524,8 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 			return;
 		}
 		o->unacked -= v;
+		if (o->kind == RK_WRITE && (o->unacked || o->closed))
+			o->await_at = mono_ms(); /* progress: the rest in as much time again */
 		/* the API keeps at most a window unacknowledged (no stdin piles up here) */
 		if (o->kind == RK_WRITE && v)
 			op_pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));

@@ -49,6 +49,8 @@ struct sb {
 	int memory_mb, disk_gb;
 	bool destroy_after_start;
 	long oom_kills;
+	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
+	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
 };
 
 enum op_kind { OP_START, OP_DESTROY };
@@ -84,6 +86,8 @@ struct node {
 	long long next_liveness, next_orphans;
 	int sigfd;
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
+	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
+	bool announced;
 };
 
 static struct sb *sb_find(struct node *n, const char *id)
@@ -532,6 +536,64 @@ static void record_oom(struct node *n, struct sb *s)
 		s->oom_kills = oom;
 }
 
+/* SIGCONT to the sandbox's PID 1 (sbx-init) through runsc, in a child:
+ * runsc asks the sentry, which may hang itself (the next pass kills it). */
+static pid_t init_cont(struct node *n, const char *id)
+{
+	struct sandbox_paths p;
+	char root[600];
+	pid_t pid;
+
+	sandbox_paths(&n->sc, id, &p);
+	snprintf(root, sizeof(root), "--root=%s", p.runsc_root);
+	pid = fork();
+	if (pid < 0) {
+		log_warn("fork");
+		return 0;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		execl(n->sc.runsc, n->sc.runsc, root, "kill", id, "CONT", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* A live sentry whose sbx-init does not answer its channel (stopped with
+ * SIGSTOP, or hung): one missed PING gets it a SIGCONT, a second one
+ * fails the sandbox. Only sandboxes with a channel are asked. */
+static void check_init(struct node *n, struct sb *s)
+{
+	const char *why = "sbx-init stopped answering";
+	int h = relay_ping(n->relay, s->id);
+
+	if (h != 0) {
+		if (s->init_missed)
+			log_info("sandbox %s: sbx-init answers again", s->id);
+		s->init_missed = 0;
+		return;
+	}
+	if (!s->init_missed++) {
+		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT", s->id, LIVENESS_MS);
+		if (!s->cont_pid)
+			s->cont_pid = init_cont(n, s->id);
+		return;
+	}
+	log_warnx("sandbox %s: %s", s->id, why);
+	if (s->cont_pid > 0)
+		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
+	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
+	mark_failed(n, s->id, why);
+	destroy_local(n, s->id, NULL, why);
+}
+
 static void check_liveness(struct node *n)
 {
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
@@ -543,6 +605,7 @@ static void check_liveness(struct node *n)
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
 			record_oom(n, s);
+			check_init(n, s);
 			continue;
 		}
 		if (!why[0])
@@ -710,6 +773,14 @@ static void reap_children(struct node *n)
 				o->reaped = true;
 				o->status = st;
 			}
+		for (int i = 0; i < MAX_SANDBOXES; i++)
+			if (n->sbs[i].cont_pid == pid) {
+				n->sbs[i].cont_pid = 0;
+				if (WIFSIGNALED(st))
+					log_warnx("sandbox %s: runsc kill CONT did not finish (killed)", n->sbs[i].id);
+				else if (WEXITSTATUS(st))
+					log_warnx("sandbox %s: runsc kill CONT exited %d", n->sbs[i].id, WEXITSTATUS(st));
+			}
 	}
 }
 
@@ -717,8 +788,25 @@ static int mq_setup(struct node *n, sbx_err *err)
 {
 	sbx_mq_close(n->mq);
 	n->mq = NULL;
-	if (sbx_mq_open(&n->mq, sbx_cfg_str(n->cfg, "amqp_url"), err) < 0 ||
-	    sbx_mq_declare_queue(n->mq, n->queue, err) < 0 || sbx_mq_consume(n->mq, n->queue, 64, err) < 0)
+	if (sbx_mq_open(&n->mq, sbx_cfg_str(n->cfg, "amqp_url"), err) < 0)
+		return -1;
+	sbx_mq_set_boot_id(n->mq, n->boot_id);
+	if (sbx_mq_declare_queue(n->mq, n->queue, err) < 0)
+		return -1;
+	if (!n->announced) {
+		/* before we consume: the API ends the ops of our previous life
+		 * at once, and what waits in our queue is ours to serve */
+		json_t *b = json_pack("{s:s, s:s}", "node_id", n->node_id, "boot_id", n->boot_id);
+		char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
+		sbx_err e2 = SBX_ERR_INIT;
+		if (s && sbx_mq_announce(n->mq, "node.started", s, strlen(s), &e2) == 0)
+			n->announced = true;
+		else
+			log_warnx("announcing the node agent's start: %s", s ? e2.msg : "out of memory");
+		free(s);
+		json_decref(b);
+	}
+	if (sbx_mq_consume(n->mq, n->queue, 64, err) < 0)
 		return -1;
 	{
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
@@ -808,6 +896,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		n->relay = relay_new(&n->sc, n->ep, &n->mq, &n->db, &h);
 		if (!n->relay)
 			fatal("relay_new");
+		relay_set_answer_ms(n->relay, (int)sbx_cfg_int(cfg, "init_answer_ms"));
+		sbx_id_new(n->boot_id);
 	}
 	mkdir(n->sc.state_dir, 0700);
 	while (!sbx_child_stop && net_node_setup(&n->net, &err) < 0) {
@@ -840,6 +930,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		if (now >= n->next_liveness) {
 			check_liveness(n);
 			n->next_liveness = now + LIVENESS_MS;
+		}
+		{
+			/* wake up for the next op whose answer from sbx-init is due */
+			long long due = relay_tick(n->relay);
+			if (due >= 0 && due < timeout)
+				timeout = (int)due + 1;
 		}
 		k = epoll_wait(n->ep, evs, 32, timeout);
 		reap_children(n);

@@ -284,8 +284,11 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 			c->id[0] = 0;
 			if (r->h.dead)
 				r->h.dead(r->h.ctx, sid, w[0] ? w : "the sandbox stopped");
-		} else {
+		} else if (!strcmp(err.code, "no_init")) {
 			reply_error(r, m, op_id, "internal", "cannot reach sbx-init: %s", err.msg);
+		} else {
+			/* alive, yet no HELLO: stopped or hung inside */
+			reply_error(r, m, op_id, "sandbox_unresponsive", "sbx-init did not answer: %s", err.msg);
 		}
 		return NULL;
 	}
@@ -316,6 +319,17 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	c->nops++;
 	touch_activity(r, c);
 	return o;
+}
+
+/* The op's opening frame is queued: sbx-init must answer it within
+ * answer_ms. Kinds whose first answer may rightly take long (a write waits
+ * for data, an attach for output, a PSTDIN for its reader) get a PING on
+ * their stream: its PONG, sent once sbx-init has read the op, answers. */
+static void op_expect(struct relay *r, struct rop *o)
+{
+	o->await_at = mono_ms();
+	if (o->kind == RK_WRITE || o->kind == RK_ATTACH || o->kind == RK_PSTDIN)
+		chan_send(r, o->ch, SBX_F_PING, o->stream, NULL, 0);
 }
 
 static void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id)
@@ -409,8 +423,10 @@ static void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 		return;
 	}
 	o->want_close = !stdin_open && (req.flags & SBX_EXEC_STDIN);
-	if (chan_send(r, o->ch, SBX_F_EXEC, o->stream, payload, plen) == 0)
+	if (chan_send(r, o->ch, SBX_F_EXEC, o->stream, payload, plen) == 0) {
+		op_expect(r, o);
 		op_pump(r, o);
+	}
 	log_info("sandbox %s: exec %.200s (op %s, stream %u)", sid, cmd, op_id, o->stream);
 }
 
@@ -473,7 +489,8 @@ static void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 	o->size = size;
 	if (kind == RK_LIST)
 		o->acc = json_array();
-	chan_send(r, o->ch, SBX_F_FILE, o->stream, payload, (size_t)plen);
+	if (chan_send(r, o->ch, SBX_F_FILE, o->stream, payload, (size_t)plen) == 0)
+		op_expect(r, o);
 }
 
 static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
@@ -585,9 +602,11 @@ static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 		break;
 	}
 	}
+	if (!o->ch->doomed)
+		op_expect(r, o);
 }
 
-/* credit, stdin, signal, file.data, file.end: to a running op. */
+/* credit, stdin, signal, file.data, file.end, file.abort: to a running op. */
 static void on_followup(struct relay *r, const sbx_mq_msg *m)
 {
 	cleanup_json json_t *b = NULL;
@@ -677,6 +696,15 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		}
 		o->want_close = true;
 		op_pump(r, o);
+	} else if (!strcmp(m->type, "file.abort")) {
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0) {
+			log_warnx("op %s: malformed file.abort", o->op_id);
+			return;
+		}
+		if (o->kind != RK_WRITE)
+			return;
+		/* op_free's SIGNAL ends the stream inside: sbx-init removes the temp file */
+		op_error(r, o, "invalid", "the upload was aborted");
 	}
 }
 
@@ -689,7 +717,7 @@ static const struct {
 	{ "proc.list", RK_PROCS },     { "proc.attach", RK_ATTACH }, { "proc.stdin", RK_PSTDIN },
 	{ "proc.signal", RK_PSIGNAL },
 };
-static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end" };
+static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end", "file.abort" };
 
 bool relay_handles(const char *type)
 {
@@ -784,6 +812,53 @@ void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const
 	c->id[0] = 0;
 }
 
+void relay_set_answer_ms(struct relay *r, int ms)
+{
+	r->answer_ms = ms > 0 ? ms : 4000;
+}
+
+long long relay_tick(struct relay *r)
+{
+	long long now = mono_ms(), next = -1;
+
+	chan_settle_all(r);
+	for (struct rop *o = r->ops, *nx; o; o = nx) {
+		long long left;
+		nx = o->next;
+		if (!o->await_at)
+			continue;
+		left = o->await_at + r->answer_ms - now;
+		if (left <= 0) {
+			/* stopped or hung inside; the op's SIGNAL waits in the channel for it */
+			log_warnx("sandbox %s: op %s: sbx-init did not answer within %d ms", o->sandbox, o->op_id,
+				  r->answer_ms);
+			op_error(r, o, "sandbox_unresponsive", "sbx-init did not answer within %d ms", r->answer_ms);
+			continue;
+		}
+		if (next < 0 || left < next)
+			next = left;
+	}
+	return next;
+}
+
+int relay_ping(struct relay *r, const char *id)
+{
+	struct chan *c = chan_find(r, id);
+
+	if (!c || c->fd < 0 || c->doomed)
+		return -1;
+	/* an answer may wait unread when the loop was busy */
+	chan_read(r, c);
+	if (c->fd < 0 || c->doomed)
+		return -1;
+	if (c->ping_at)
+		return 0;
+	if (chan_send(r, c, SBX_F_PING, 0, NULL, 0) < 0)
+		return -1;
+	c->ping_at = mono_ms();
+	return 1;
+}
+
 int relay_ops(const struct relay *r)
 {
 	return r ? r->nops : 0;
@@ -804,6 +879,7 @@ struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp,
 	}
 	for (int i = 0; i < MAX_CHANS; i++)
 		r->chans[i].fd = -1;
+	r->answer_ms = 4000;
 	r->sc = sc;
 	r->ep = ep;
 	r->mqp = mqp;
@@ -819,7 +895,9 @@ void relay_free(struct relay *r)
 		return;
 	while (r->ops) {
 		r->ops->live = false;
-		op_error(r, r->ops, "internal", "the node agent is stopping");
+		op_error(r, r->ops, "node_restarted",
+			 "the sandbox's node agent is stopping; the command's stream was lost "
+			 "(background processes keep running)");
 	}
 	for (int i = 0; i < MAX_CHANS; i++)
 		if (r->chans[i].id[0])

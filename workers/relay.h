@@ -44,6 +44,18 @@ void relay_on_event(struct relay *r, void *ptr, uint32_t events);
  * with `error` code (sandbox_dead, not_ready) and its channel closes. */
 void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const char *why);
 
+/* sbx-init has this long to answer an op (its first frame for it, or the
+ * PONG of the PING that follows it; a file write's data too), else the op
+ * ends with `error sandbox_unresponsive`. */
+void relay_set_answer_ms(struct relay *r, int ms);
+/* Ends the ops whose answer is late; settles channels. Returns the ms until
+ * the next op would be late (-1: none waits). Call on every loop turn. */
+long long relay_tick(struct relay *r);
+/* Liveness of a sandbox's sbx-init, one call per pass: 1 when it answered
+ * the previous call's PING (a new one is sent now), 0 when that PING is
+ * still unanswered, -1 when there is no channel to ask through. */
+int relay_ping(struct relay *r, const char *id);
+
 /* Ops in flight (a draining agent waits for none; they end on their own). */
 int relay_ops(const struct relay *r);
 

@@ -32,6 +32,7 @@ struct chan {
 	char doom_why[200];
 	int nops;
 	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
+	long long ping_at;    /* the liveness PING (stream 0) unanswered since (mono ms); 0 none */
 };
 
 struct buf {
@@ -45,6 +46,7 @@ struct rop {
 	enum rk kind;
 	uint32_t stream;
 	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
+	long long await_at; /* waits for an answer from sbx-init since (mono ms); 0 not */
 	char op_id[SBX_ID_LEN + 1], reply_to[256], req_id[72];
 	char sandbox[SBX_ID_LEN + 1];
 	/* bytes for sbx-init's STDIN frames (exec stdin, file data) */
@@ -80,6 +82,7 @@ struct relay {
 	struct rop *ops;
 	int nops;
 	struct chan *chans;
+	int answer_ms; /* sbx-init answers an op within this, or the op fails */
 };
 
 static inline long long mono_ms(void)

@@ -78,6 +78,17 @@ static int write_wait(struct rt_op *op, long long deadline, long long *granted, 
 	return -1;
 }
 
+/* The upload will not complete: the node drops it and sbx-init removes its
+ * temp file (harmless when the op has ended already). */
+static void write_abort(struct rt_op *op)
+{
+	sbx_err e = SBX_ERR_INIT;
+	json_t *x = json_object();
+
+	rt_send(op, SBX_MSG_FILE_ABORT, x, &e);
+	json_decref(x);
+}
+
 /* Streams `len` bytes (from the request body, or from `data` when set) into
  * a new file at path. */
 static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path, bool mkdir_parents,
@@ -97,8 +108,11 @@ static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path
 	while (sent < len) {
 		int n;
 		while (sent >= granted) {
-			if ((w = write_wait(&op, deadline, &granted, err)) != 0)
-				return w < 0 ? -1 : sbx_err_set(err, 502, "bad_event", "The node finished early");
+			if ((w = write_wait(&op, deadline, &granted, err)) != 0) {
+				if (w > 0)
+					sbx_err_set(err, 502, "bad_event", "The node finished early");
+				goto fail;
+			}
 		}
 		if (data) {
 			n = (int)(len - sent > CHUNK ? CHUNK : len - sent);
@@ -106,25 +120,26 @@ static int write_file(struct api_req *r, struct rt_sandbox *sb, const char *path
 		} else {
 			n = FCGX_GetStr(chunk, (int)(len - sent > CHUNK ? CHUNK : len - sent), r->fcgx->in);
 			if (n <= 0) {
-				json_t *x = json_object();
-				rt_send(&op, SBX_MSG_FILE_ABORT, x, err);
-				json_decref(x);
-				return sbx_err_set(err, 400, "bad_request", "Request body shorter than its Content-Length");
+				sbx_err_set(err, 400, "bad_request", "Request body shorter than its Content-Length");
+				goto fail;
 			}
 		}
 		if (rt_send_raw(&op, SBX_MSG_FILE_DATA, chunk, (size_t)n, err) < 0)
-			return -1;
+			goto fail;
 		sent += n;
 	}
 	b = json_object();
-	if (rt_send(&op, SBX_MSG_FILE_END, b, err) < 0) {
-		json_decref(b);
-		return -1;
-	}
+	w = rt_send(&op, SBX_MSG_FILE_END, b, err);
 	json_decref(b);
+	if (w < 0)
+		goto fail;
 	while ((w = write_wait(&op, deadline, &granted, err)) == 0)
 		;
-	return w < 0 ? -1 : 0;
+	if (w > 0)
+		return 0;
+fail:
+	write_abort(&op);
+	return -1;
 }
 
 static void put_file(struct api_req *r, struct rt_sandbox *sb)

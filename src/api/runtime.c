@@ -79,9 +79,48 @@ int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sb
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
 		return sbx_err_set(err, 500, "nomem", "out of memory");
-	if (api_mq(r, err) < 0 || sbx_mq_request(r->ctx->mq, op->queue, sbx_msg_name(kind), s, strlen(s), op->op_id, err) < 0)
+	/* node events first: a restart of the node from now on ends the op */
+	if (api_mq(r, err) < 0 || sbx_mq_events(r->ctx->mq, err) < 0 ||
+	    sbx_mq_request(r->ctx->mq, op->queue, sbx_msg_name(kind), s, strlen(s), op->op_id, err) < 0)
 		return sbx_err_set(err, 503, "mq_unavailable", "The sandbox's node cannot be reached now");
 	return 0;
+}
+
+/* An op whose node announced a restart before it heard anything from the
+ * node may still wait in the node's queue for the new agent: it gets this
+ * long to show up, then it is taken as lost. */
+#define RESTART_GRACE_MS 2000
+
+static int node_restarted(sbx_err *err)
+{
+	return sbx_err_set(err, 503, "node_restarted",
+			   "the sandbox's node agent restarted; the command's stream was lost "
+			   "(background processes keep running)");
+}
+
+/* A node event: does it end this op? A "node.started" of the op's node
+ * from another life than the one that served it does; before the op heard
+ * from any, it starts the grace period. */
+static bool restart_ends(struct rt_op *op, const sbx_mq_msg *m)
+{
+	cleanup_json json_t *b = NULL;
+	json_error_t jerr;
+	const char *node = NULL, *boot = NULL;
+
+	if (sbx_msg_kind(m->type) != SBX_MSG_NODE_STARTED)
+		return false;
+	b = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
+	if (!b || json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "node_id", &node, "boot_id", &boot) < 0) {
+		log_warnx("ignoring a malformed node.started event");
+		return false;
+	}
+	if (strcmp(node, op->sb->node_id))
+		return false;
+	if (op->boot[0])
+		return strcmp(op->boot, boot) != 0;
+	if (!op->restart_seen)
+		op->restart_seen = sbx_now_ms();
+	return false;
 }
 
 /* nginx closes the FastCGI connection when its client goes away */
@@ -99,11 +138,17 @@ int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *e
 	int cfd = op->r->fcgx->ipcFd;
 
 	for (;;) {
-		long long left = deadline_ms - sbx_now_ms();
+		long long now = sbx_now_ms(), left = deadline_ms - now;
 		int r;
 
 		if (op->client_gone)
 			return 0;
+		if (op->restart_seen) {
+			if (now - op->restart_seen >= RESTART_GRACE_MS)
+				return node_restarted(err);
+			if (left > op->restart_seen + RESTART_GRACE_MS - now)
+				left = op->restart_seen + RESTART_GRACE_MS - now;
+		}
 		if (left <= 0)
 			return 0;
 		if (!sbx_mq_buffered(mq)) {
@@ -124,8 +169,19 @@ int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *e
 			return -1;
 		if (r == 0)
 			continue;
-		if (strcmp(msg->correlation_id, op->op_id) == 0)
+		if (msg->event) {
+			bool end = restart_ends(op, msg);
+			sbx_mq_msg_free(msg);
+			if (end)
+				return node_restarted(err);
+			continue;
+		}
+		if (strcmp(msg->correlation_id, op->op_id) == 0) {
+			if (!op->boot[0])
+				snprintf(op->boot, sizeof(op->boot), "%s", msg->boot_id);
+			op->restart_seen = 0;
 			return 1;
+		}
 		sbx_mq_msg_free(msg); /* an earlier op's late event */
 	}
 }

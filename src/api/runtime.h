@@ -26,6 +26,11 @@ struct rt_op {
 	char op_id[SBX_ID_LEN + 1];
 	char queue[300];
 	bool client_gone;
+	/* the node agent serving it: the boot id on its events ("" before the
+	 * first), and when that node announced a restart before we heard of
+	 * the op from it (mono ms, 0: not) */
+	char boot[40];
+	long long restart_seen;
 };
 
 /* Sends the op's first request; `body` gets sandbox_id and op_id added. */
@@ -36,7 +41,9 @@ int rt_send(struct rt_op *op, enum sbx_msg_kind kind, json_t *body /* borrowed *
 int rt_send_raw(struct rt_op *op, enum sbx_msg_kind kind, const void *data, size_t len, sbx_err *err);
 /* Next event of this op: 1 (msg filled), 0 deadline passed, -1 error.
  * Stale events of earlier ops are dropped. Sets op->client_gone when the
- * client's connection closed (then returns 0 at once). */
+ * client's connection closed (then returns 0 at once). When the op's node
+ * agent restarted meanwhile (its "node.started" event), the op is lost:
+ * -1 with 503 node_restarted. */
 int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *err);
 /* A one-shot op: request, then the single final event (done/error). The
  * reply is the `done` body; an `error` event becomes err with its status. */

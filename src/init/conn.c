@@ -328,6 +328,8 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 		p = proc_find(c, f->stream);
 		if (p && !p->exited)
 			kill(-p->pid, (int)v);
+		else if (!p && (x = xfer_find(c, f->stream)))
+			xfer_cancel(x);
 		return;
 	case SBX_F_CREDIT:
 		if (sbx_frame_decode_u32(f, &v, &err) < 0) {

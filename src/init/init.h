@@ -156,6 +156,7 @@ extern struct xfer *xfers;
 struct xfer *xfer_new(struct conn *c, uint32_t stream, enum xkind kind);
 void xfer_release(struct xfer *x);
 void xfer_end(struct xfer *x, int code, int sig, uint8_t flags);
+void xfer_cancel(struct xfer *x);
 int errno_code(int e);
 void xfer_fail(struct xfer *x, int e);
 void answer(struct conn *c, uint32_t stream, int e);

@@ -67,6 +67,15 @@ void xfer_fail(struct xfer *x, int e)
 	xfer_end(x, errno_code(e), 0, SBX_EXIT_ERRNO);
 }
 
+/* The host gave up on the stream (a SIGNAL on it): a write's temp file
+ * goes, a read, list or attachment stops. A PSTDIN keeps its place: its
+ * bytes may be on their way into the pipe, and it is answered then. */
+void xfer_cancel(struct xfer *x)
+{
+	if (x->kind != X_PSTDIN)
+		xfer_fail(x, ECANCELED);
+}
+
 /* The answer of a one-shot operation: EXIT 0, or the errno. */
 void answer(struct conn *c, uint32_t stream, int e)
 {

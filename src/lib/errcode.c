@@ -32,6 +32,10 @@ static const struct {
 	{ "resource_exhausted", 429, 5 },
 	/* the sandbox cannot serve any more: not the caller's fault */
 	{ "sandbox_dead", 503, 0 },
+	/* sbx-init did not answer in time (stopped or hung inside), or the
+	 * node agent restarted under the op: try again shortly */
+	{ "sandbox_unresponsive", 503, 2 },
+	{ "node_restarted", 503, 1 },
 	{ "sandbox_failed", 503, 0 },
 	{ "internal", 500, 0 },
 };

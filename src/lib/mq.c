@@ -24,6 +24,9 @@ struct sbx_mq {
 	int reply_consuming;
 	char consume_queue[128];
 	int consume_prefetch;
+	char boot_id[40];
+	int events_consuming; /* SBX_MQ_EVENTS reaches us (this connection) */
+	int events_declared;  /* we declared SBX_MQ_EVENTS (this connection) */
 };
 
 static int reply_ok(amqp_rpc_reply_t r, const char *what, sbx_err *err)
@@ -61,6 +64,8 @@ static void drop(sbx_mq *mq)
 	mq->conn = NULL;
 	mq->up = 0;
 	mq->reply_consuming = 0;
+	mq->events_consuming = 0;
+	mq->events_declared = 0;
 }
 
 static int connect_now(sbx_mq *mq, sbx_err *err)
@@ -215,7 +220,7 @@ fail:
 	return -1;
 }
 
-int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t len,
+static int publish(sbx_mq *mq, amqp_bytes_t exchange, const char *routing_key, const void *body, size_t len,
 		   const struct sbx_mq_pub *p, sbx_err *err)
 {
 	amqp_basic_properties_t props;
@@ -246,6 +251,10 @@ int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t
 		props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
 		props.expiration = amqp_cstring_bytes(p->expiration_ms);
 	}
+	if (mq->boot_id[0]) {
+		props._flags |= AMQP_BASIC_APP_ID_FLAG;
+		props.app_id = amqp_cstring_bytes(mq->boot_id);
+	}
 	{
 		const char *rid = p && p->request_id ? p->request_id : sbx_log_request_id();
 		if (rid && rid[0]) {
@@ -257,16 +266,83 @@ int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t
 			props.headers.entries = &hdr;
 		}
 	}
-	/* an empty routing key or one naming a reply queue goes to the default exchange */
-	rc = amqp_basic_publish(mq->conn, CH,
-				strncmp(routing_key, "amq.", 4) == 0 ? amqp_empty_bytes
-								     : amqp_cstring_bytes(SBX_MQ_EXCHANGE),
-				amqp_cstring_bytes(routing_key), 0, 0, &props, b);
+	rc = amqp_basic_publish(mq->conn, CH, exchange, amqp_cstring_bytes(routing_key), 0, 0, &props, b);
 	if (rc != AMQP_STATUS_OK) {
 		drop(mq);
 		return sbx_err_set(err, 503, "mq_unavailable", "rabbitmq publish: %s", amqp_error_string2(rc));
 	}
 	return 0;
+}
+
+int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t len,
+		   const struct sbx_mq_pub *p, sbx_err *err)
+{
+	/* a routing key naming a reply queue goes to the default exchange */
+	return publish(mq,
+		       strncmp(routing_key, "amq.", 4) == 0 ? amqp_empty_bytes : amqp_cstring_bytes(SBX_MQ_EXCHANGE),
+		       routing_key, body, len, p, err);
+}
+
+void sbx_mq_set_boot_id(sbx_mq *mq, const char *boot_id)
+{
+	snprintf(mq->boot_id, sizeof(mq->boot_id), "%s", boot_id ? boot_id : "");
+}
+
+static int declare_events(sbx_mq *mq, sbx_err *err)
+{
+	if (mq->events_declared)
+		return 0;
+	amqp_exchange_declare(mq->conn, CH, amqp_cstring_bytes(SBX_MQ_EVENTS), amqp_cstring_bytes("fanout"), 0,
+			      1, 0, 0, amqp_empty_table);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "exchange.declare events", err) < 0) {
+		drop(mq);
+		return -1;
+	}
+	mq->events_declared = 1;
+	return 0;
+}
+
+int sbx_mq_announce(sbx_mq *mq, const char *type, const void *body, size_t len, sbx_err *err)
+{
+	struct sbx_mq_pub p = { .type = type };
+
+	if (sbx_mq_ensure(mq, err) < 0 || declare_events(mq, err) < 0)
+		return -1;
+	return publish(mq, amqp_cstring_bytes(SBX_MQ_EVENTS), "", body, len, &p, err);
+}
+
+int sbx_mq_events(sbx_mq *mq, sbx_err *err)
+{
+	amqp_queue_declare_ok_t *q;
+	amqp_bytes_t name;
+
+	if (mq->up && mq->events_consuming)
+		return 0;
+	if (sbx_mq_ensure(mq, err) < 0 || declare_events(mq, err) < 0)
+		return -1;
+	q = amqp_queue_declare(mq->conn, CH, amqp_empty_bytes, 0, 0, 1, 1, amqp_empty_table);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "queue.declare events", err) < 0 || !q)
+		goto fail;
+	/* the name lives in the connection's pool until the next release */
+	name = amqp_bytes_malloc_dup(q->queue);
+	if (!name.bytes) {
+		sbx_err_set(err, 503, "mq_unavailable", "rabbitmq: out of memory");
+		goto fail;
+	}
+	amqp_queue_bind(mq->conn, CH, name, amqp_cstring_bytes(SBX_MQ_EVENTS), amqp_empty_bytes, amqp_empty_table);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "queue.bind events", err) < 0) {
+		amqp_bytes_free(name);
+		goto fail;
+	}
+	amqp_basic_consume(mq->conn, CH, name, amqp_empty_bytes, 0, 1, 1, amqp_empty_table);
+	amqp_bytes_free(name);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "consume events", err) < 0)
+		goto fail;
+	mq->events_consuming = 1;
+	return 0;
+fail:
+	drop(mq);
+	return -1;
 }
 
 int sbx_mq_consume(sbx_mq *mq, const char *queue, int prefetch, sbx_err *err)
@@ -333,6 +409,8 @@ int sbx_mq_next(sbx_mq *mq, int timeout_ms, sbx_mq_msg *msg, sbx_err *err)
 	msg->len = env.message.body.len;
 	msg->delivery_tag = env.delivery_tag;
 	msg->redelivered = env.redelivered;
+	msg->event = env.exchange.len == strlen(SBX_MQ_EVENTS) &&
+		     !memcmp(env.exchange.bytes, SBX_MQ_EVENTS, env.exchange.len);
 	{
 		amqp_basic_properties_t *p = &env.message.properties;
 		if (p->_flags & AMQP_BASIC_TYPE_FLAG)
@@ -341,6 +419,8 @@ int sbx_mq_next(sbx_mq *mq, int timeout_ms, sbx_mq_msg *msg, sbx_err *err)
 			copy_bytes(msg->correlation_id, sizeof(msg->correlation_id), p->correlation_id);
 		if (p->_flags & AMQP_BASIC_REPLY_TO_FLAG)
 			copy_bytes(msg->reply_to, sizeof(msg->reply_to), p->reply_to);
+		if (p->_flags & AMQP_BASIC_APP_ID_FLAG)
+			copy_bytes(msg->boot_id, sizeof(msg->boot_id), p->app_id);
 		if (p->_flags & AMQP_BASIC_HEADERS_FLAG) {
 			for (int i = 0; i < p->headers.num_entries; i++) {
 				amqp_table_entry_t *e = &p->headers.entries[i];

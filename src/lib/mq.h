@@ -9,6 +9,9 @@
 #include "err.h"
 
 #define SBX_MQ_EXCHANGE "sbx" /* direct exchange for all work; queue names: msg.h */
+/* fanout exchange of events every API child hears: a node agent that
+ * (re)started says so (doc/internal-protocol.md, "Node events") */
+#define SBX_MQ_EVENTS "sbx.events"
 
 typedef struct sbx_mq sbx_mq;
 
@@ -19,8 +22,10 @@ typedef struct sbx_mq_msg {
 	char correlation_id[72];
 	char reply_to[256];
 	char request_id[72];
+	char boot_id[40]; /* the sender's boot id (AMQP app_id), "" when it has none */
 	uint64_t delivery_tag;
 	int redelivered;
+	int event; /* it came from SBX_MQ_EVENTS, not a queue of ours */
 } sbx_mq_msg;
 
 struct sbx_mq_pub {
@@ -58,6 +63,17 @@ int sbx_mq_rpc(sbx_mq *mq, const char *routing_key, const char *type, const void
  * sbx_mq_next() and match correlation_id. */
 int sbx_mq_request(sbx_mq *mq, const char *routing_key, const char *type, const void *body, size_t len,
 		   const char *corr, sbx_err *err);
+/* Every message published on this connection from now on carries boot_id
+ * (AMQP app_id): a node agent names its life with it, so an API child can
+ * tell an op's events of an agent that has since restarted. */
+void sbx_mq_set_boot_id(sbx_mq *mq, const char *boot_id);
+/* Publishes one event to SBX_MQ_EVENTS (declared here). */
+int sbx_mq_announce(sbx_mq *mq, const char *type, const void *body, size_t len, sbx_err *err);
+/* Receives SBX_MQ_EVENTS on this connection too: a private queue (server
+ * named, exclusive, auto-delete) consumed without acks on the same channel
+ * as the replies; its messages have `event` set. Does nothing when already
+ * subscribed; a reconnect needs it again. */
+int sbx_mq_events(sbx_mq *mq, sbx_err *err);
 /* Bytes librabbitmq has read but not handed out yet (poll() cannot see them). */
 int sbx_mq_buffered(sbx_mq *mq);
 /* The socket, for poll(): readable while idle means the broker spoke. */

@@ -109,6 +109,8 @@ const struct sbx_setting sbx_settings[] = {
 	  "named network namespace holding the bridge and its uplink; empty: the host's (tests use a private one)" },
 	{ "start_timeout", SBX_ST_SECS, "45", 2, 600, R, WRK,
 	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
+	{ "init_answer_ms", SBX_ST_INT, "4000", 100, 60000, R, WRK,
+	  "milliseconds a sandbox's sbx-init has to answer a request before it fails (503 sandbox_unresponsive)" },
 
 	/* operator defaults (DESIGN.md: Defaults an operator can change) */
 	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },

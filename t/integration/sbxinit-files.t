@@ -14,7 +14,7 @@ CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
 [ -x "$INIT" ] || bail "no $INIT (make)"
 [ -x "$CTL" ] || bail "no $CTL (make check builds it)"
 
-plan 40
+plan 43
 
 T=$T_TMP
 SOCK=$T/channel.sock
@@ -95,6 +95,31 @@ PY
 wait_until 5 sh -c "[ \$(find '$D' -name '.sbx-upload-*' | wc -l) = 0 ]"
 ok $? "a write whose channel drops leaves no temp file"
 ok '[ ! -e "$D/dropped" ]' "... and no target"
+
+# the host gives up on a write (SIGNAL on its stream): EXIT ECANCELED, no
+# temp file, no target, and the connection serves on
+python3 - "$SOCK" "$D/cancelled" > "$T/cancel" 2>&1 << 'PY'
+import socket, struct, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5); s.recv(13)
+def fr(t, st, p): return struct.pack(">IBI", len(p) + 5, t, st) + p
+def rd():
+    h = b""
+    while len(h) < 9: h += s.recv(9 - len(h))
+    n, t, st = struct.unpack(">IBI", h); p = b""
+    while len(p) < n - 5: p += s.recv(n - 5 - len(p))
+    return t, st, p
+s.sendall(fr(6, 1, struct.pack(">IIII", 1, 0, 0, 0) + sys.argv[2].encode() + b"\0"))
+s.sendall(fr(3, 1, b"partial" * 1000))
+print("ack", rd()[0] == 0x88)
+s.sendall(fr(4, 1, struct.pack(">I", 9)))
+t, st, p = rd()
+print("exit", t, st, p.hex())
+s.sendall(fr(1, 0, b"hi"))
+print("pong", rd())
+PY
+is "$(sed -n 2p "$T/cancel")" "exit 133 1 0000007d0000000002" "a SIGNAL on a write stream ends it: EXIT errno ECANCELED ($(tr '\n' ' ' < "$T/cancel"))"
+ok '[ "$(leftovers)" = 0 ] && [ ! -e "$D/cancelled" ]' "... it leaves no temp file and no target"
+like "$(sed -n 3p "$T/cancel")" "^pong \\(129, 0, b'hi'\\)" "... and the connection serves on (PING answered)"
 
 T_SECTION=read
 c get "$D/nope" 2> "$T/err"

@@ -1,0 +1,173 @@
+#!/bin/bash
+# What a node agent restart, a stopped sbx-init and an aborted upload cost
+# (issue 8, points 4 and 5):
+#  a) the node agent is killed (SIGKILL) under a streamed exec (it printed A
+#     and waits for a file, as DESIGN's causal tests do) and a JSON exec:
+#     both end within 2 s of the kill with an error naming the restart
+#     (the stream's last frame is {"type":"error"}; the JSON one is 503
+#     node_restarted), a background process started before lives on, and
+#     the next exec right after works.
+#  b) `kill -STOP 1` inside a sandbox: the next exec is answered within 5 s
+#     (503 sandbox_unresponsive, or its output when the liveness pass's
+#     SIGCONT came first), and after the liveness pass sbx-init answers
+#     again (SIGCONT through runsc kill).
+#  c) the sentry itself stopped from the host (SIGSTOP): the SIGCONT to PID 1
+#     cannot help. An exec fails within 5 s (503 sandbox_unresponsive) and
+#     the sandbox ends failed, its reason visible in GET /sandboxes/{id}.
+#  d) an upload aborted mid-body (its client killed while sending) leaves no
+#     .sbx-upload-* file in the target directory.
+. "$(dirname "$0")/lib.sh"
+
+[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the node agent)"; exit 0; }
+for p in runsc jq python3 curl; do
+	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
+done
+require_stack
+RT_MARK=$(log_mark)
+SPID=""
+trap 'rc=$?; [ -n "$SPID" ] && kill -CONT "$SPID" 2> /dev/null; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+T=$T_TMP
+
+ms() { echo $(($(date +%s%N) / 1000000)); }
+gone() { ! kill -0 "$1" 2> /dev/null; }
+
+rt_setup it-relay-restart
+
+# ---- a) the node agent restarts under running commands ----
+T_SECTION="restart"
+rt_new it-relay-restart-a
+A=$RT_ID
+req nginx POST "/sandboxes/$A/exec" '{"cmd":"sleep 1006","background":true}'
+bgpid=$(j .data.pid)
+like "$bgpid" '^[0-9]+$' "a background process started before the restart ($bgpid)"
+tag=$RANDOM
+# the JSON exec: says it started in a file, then waits
+curl -sS --cacert "$SBX_CACERT" --max-time 120 -H "$(rt_auth)" -H 'Content-Type: application/json' \
+	-o "$T/json" -w '%{http_code}' -d "$(rt_json "touch /tmp/json-$tag; sleep 100" 60)" \
+	"$SBX_URL/sandboxes/$A/exec" > "$T/json.status" 2> "$T/json.err" &
+jp=$!
+RT_BG+=("$jp")
+rt_stream_start "$T/s" "/sandboxes/$A/exec" \
+	"$(rt_json "echo A-$tag; while [ ! -e /tmp/go-$tag ]; do sleep 0.1; done; echo B-$tag" 60 true)"
+sp=$RT_PID
+wait_until 30 rt_has "$T/s" "A-$tag"
+ok $? "the streamed exec printed A and waits"
+json_started() { [ "$(rt_sh "$A" "test -e /tmp/json-$tag && echo y")" = y ]; }
+wait_until 30 json_started
+ok $? "the JSON exec runs"
+node=$(worker_pid node)
+like "$node" '^[0-9]+$' "the node agent's pid ($node)"
+mark=$(log_mark)
+t0=$(ms)
+kill -9 "$node"
+ts="" tj=""
+while [ $(($(ms) - t0)) -lt 15000 ] && { [ -z "$ts" ] || [ -z "$tj" ]; }; do
+	[ -z "$ts" ] && { rt_has "$T/s" '"type":"error"' || gone "$sp"; } && ts=$(($(ms) - t0))
+	[ -z "$tj" ] && gone "$jp" && tj=$(($(ms) - t0))
+	sleep 0.05
+done
+diag "kill -> stream error: ${ts:-none} ms; kill -> JSON answer: ${tj:-none} ms"
+ok "[ -n '$ts' ] && [ '$ts' -lt 2000 ]" "the stream ends within 2 s of the kill (${ts:-never} ms)" ||
+	diag "stream: $(tail -c 300 "$T/s"); log: $(log_since "$mark" | grep -E 'node|restart' | head -n 20)"
+wait_until 10 gone "$sp"
+rt_frames "$T/s" sse > "$T/s.frames" 2> "$T/s.err"
+ok $? "the stream's framing is right ($(cat "$T/s.err"))"
+rt_frames_ok "$T/s.frames"
+ok $? "exactly one final frame"
+is "$(tail -n1 "$T/s.frames" | jq -r .type)" error "the last frame is an error"
+like "$(tail -n1 "$T/s.frames" | jq -r .message)" "node agent restarted" "...naming the restart"
+ok "[ -n '$tj' ] && [ '$tj' -lt 2000 ]" "the JSON exec is answered within 2 s of the kill (${tj:-never} ms)"
+wait "$jp" 2> /dev/null
+is "$(cat "$T/json.status")" 503 "...with 503"
+is "$(jq -r .code "$T/json" 2> /dev/null)" node_restarted "...code node_restarted"
+like "$(jq -r .message "$T/json" 2> /dev/null)" "restarted.*background processes keep running" "...and a message that says what was lost"
+node2=$(worker_pid node)
+ok "[ -n '$node2' ] && [ '$node2' != '$node' ]" "the master started a new node agent ($node -> ${node2:-none})"
+t1=$(ms)
+is "$(rt_sh "$A" "echo next-$tag")" "next-$tag" "the next exec right after works"
+diag "the next exec took $(($(ms) - t1)) ms"
+req nginx GET "/sandboxes/$A/processes/$bgpid"
+is "$STATUS|$(j .data.state)" "200|running" "the background process lives on"
+is "$(rt_sh "$A" "ps -eo args | grep -c '^sleep 1006\$'")" 1 "...and runs inside"
+
+# ---- d) an aborted upload leaves nothing behind ----
+T_SECTION="upload"
+rt_sh "$A" "mkdir -p /tmp/up-$tag" > /dev/null
+python3 -u - "$SBX_URL" "$SBX_CACERT" "$(rt_auth)" "/sandboxes/$A/files/tmp/up-$tag/f" > "$T/up" 2> "$T/up.err" << 'PY' &
+import socket, ssl, sys, time, urllib.parse
+url, cacert, auth, path = sys.argv[1:5]
+u = urllib.parse.urlparse(url)
+ctx = ssl.create_default_context(cafile=cacert)
+s = ctx.wrap_socket(socket.create_connection((u.hostname, u.port)), server_hostname=u.hostname)
+s.sendall(("PUT %s HTTP/1.1\r\nHost: %s\r\n%s\r\nContent-Type: application/octet-stream\r\n"
+           "Content-Length: 4000000\r\n\r\n" % (path, u.netloc, auth)).encode())
+s.sendall(b"x" * 300000)
+print("sent", flush=True)
+time.sleep(300)
+PY
+up=$!
+RT_BG+=("$up")
+uploads() { rt_sh "$A" "ls -a /tmp/up-$tag | grep -c '^\.sbx-upload-'"; }
+has_upload() { [ "$(uploads)" = 1 ]; }
+wait_until 30 has_upload
+ok $? "while the body comes, sbx-init writes a temp file (.sbx-upload-*)"
+kill -9 "$up"
+no_upload() { [ "$(uploads)" = 0 ]; }
+wait_until 15 no_upload
+ok $? "the client killed mid-body: no .sbx-upload-* file is left ($(rt_sh "$A" "ls -a /tmp/up-$tag" | tr '\n' ' '))"
+is "$(rt_sh "$A" "ls /tmp/up-$tag | wc -l")" 0 "...and no file f either"
+req nginx PUT "/sandboxes/$A/files/tmp/up-$tag/g" hello -H 'Content-Type: application/octet-stream'
+is "$STATUS" 204 "an upload after it works"
+
+# ---- b) kill -STOP 1 inside: the liveness pass sends SIGCONT ----
+T_SECTION="stopped init"
+rt_new it-relay-restart-b
+B=$RT_ID
+is "$(rt_sh "$B" "echo up")" up "a second sandbox answers (its channel is open)"
+init_state() { SB_EXEC_TIMEOUT=10 sb_exec "$B" "sed -n 's/^State:[[:space:]]*//p' /proc/1/status" | cut -c1; }
+mark=$(log_mark)
+req nginx POST "/sandboxes/$B/exec" '{"cmd":"sleep 0.3; kill -STOP 1","background":true}'
+like "$(j .data.pid)" '^[0-9]+$' "a background process stops PID 1 (sbx-init)"
+init_stopped() { [ "$(init_state)" = T ]; }
+wait_until 5 init_stopped
+ok $? "sbx-init is stopped (State T, seen with runsc exec)"
+t0=$(ms)
+req nginx POST "/sandboxes/$B/exec" "$(rt_json "echo after-stop" 30)"
+dt=$(($(ms) - t0))
+diag "exec to a stopped sbx-init: $STATUS $(j .code) in $dt ms"
+ok "[ $dt -lt 5000 ]" "an exec is answered within 5 s ($dt ms)"
+ok "[ '$STATUS|$(j .code)' = '503|sandbox_unresponsive' ] || [ '$STATUS|$(j .data.stdout)' = '200|after-stop' ]" \
+	"...with 503 sandbox_unresponsive or, after the SIGCONT, its output ($STATUS $(j .code))"
+answers() { [ "$(rt_sh "$B" "echo alive" 10)" = alive ]; }
+wait_until 15 answers
+ok $? "after the liveness pass sbx-init answers again"
+isnt "$(init_state)" T "...it runs (not State T)"
+like "$(log_since "$mark" | grep -c "sandbox $B: sbx-init did not answer a ping.*SIGCONT")" '^[1-9]' \
+	"the node agent sent it SIGCONT (log)"
+is "$(sb_db "$B" status)" ready "the sandbox stays ready"
+
+# ---- c) the sentry stopped from the host: nothing inside can help ----
+T_SECTION="stopped sentry"
+rt_new it-relay-restart-c
+C=$RT_ID
+is "$(rt_sh "$C" "echo up")" up "a third sandbox answers (its channel is open)"
+SPID=$(cat "$SB_STATE/sandboxes/$C/sandbox.pid" 2> /dev/null)
+like "$SPID" '^[0-9]+$' "its sentry's pid ($SPID)"
+kill -STOP "$SPID"
+t0=$(ms)
+req nginx POST "/sandboxes/$C/exec" "$(rt_json "echo never" 30)"
+dt=$(($(ms) - t0))
+diag "exec to a stopped sentry: $STATUS $(j .code) in $dt ms"
+is "$STATUS|$(j .code)" "503|sandbox_unresponsive" "an exec fails with 503 sandbox_unresponsive"
+ok "[ $dt -lt 5000 ]" "...within 5 s ($dt ms)"
+wait_until 30 sb_status_is "$C" failed
+ok $? "the liveness pass marks the sandbox failed"
+req nginx GET "/sandboxes/$C"
+is "$(j .data.status)|$(j .data.failure_reason)" "failed|sbx-init stopped answering" \
+	"GET /sandboxes/{id} shows it failed, with the reason"
+wait_until 60 sb_gone "$C"
+ok $? "and the node destroyed it (nothing left: $(sb_leftovers "$C"))"
+SPID=""
+T_SECTION=""
+rt_note_restarts "$RT_MARK"
+finish
