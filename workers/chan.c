@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
+#include "errcode.h"
 #include "frame.h"
 #include "log.h"
 #include "relay_int.h"
@@ -192,7 +193,7 @@ int chan_send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream
 {
 	uint8_t b[4];
 
-	put32(b, v);
+	sbx_put32(b, v);
 	return chan_send(r, c, type, stream, b, 4);
 }
 
@@ -272,7 +273,7 @@ void op_pump(struct relay *r, struct rop *o)
 		o->unacked += n;
 		/* a file takes its data at once (a process may rightly not read) */
 		if (o->kind == RK_WRITE && !o->await_at)
-			o->await_at = mono_ms();
+			o->await_at = sbx_now_ms();
 	}
 	if (o->pend.off == o->pend.len) {
 		free(o->pend.p);
@@ -280,7 +281,7 @@ void op_pump(struct relay *r, struct rop *o)
 		if (o->live && o->want_close && !o->closed && chan_send(r, c, SBX_F_STDIN, o->stream, NULL, 0) == 0) {
 			o->closed = true;
 			if (o->kind == RK_WRITE && !o->await_at)
-				o->await_at = mono_ms(); /* the rename's EXIT */
+				o->await_at = sbx_now_ms(); /* the rename's EXIT */
 		}
 	}
 }
@@ -300,44 +301,6 @@ static struct rop *op_by_stream(struct relay *r, struct chan *c, uint32_t stream
 		if (o->ch == c && o->stream == stream)
 			return o;
 	return NULL;
-}
-
-static const char *errno_code(int e)
-{
-	switch (e) {
-	case ENOENT:
-	case ESRCH:
-		return "not_found";
-	case ENOTDIR:
-		return "not_a_directory";
-	case EEXIST:
-		return "exists";
-	case ENOSPC:
-	case EDQUOT:
-		return "no_space";
-	case EFBIG:
-	case E2BIG:
-	case ENAMETOOLONG:
-		return "too_large";
-	case EISDIR:
-		return "is_a_directory";
-	case ENOTEMPTY:
-		return "not_empty";
-	case EACCES:
-	case EPERM:
-	case EROFS:
-		return "permission_denied";
-	case EINVAL:
-	case ELOOP:
-	case EXDEV:
-		return "invalid";
-	case EPIPE:
-		return "stdin_closed";
-	case EAGAIN:
-		return "busy";
-	default:
-		return "internal";
-	}
 }
 
 static bool credit_ok(struct rop *o, size_t n)
@@ -402,14 +365,14 @@ static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame
 	}
 	o->live = false;
 	if (x.flags & SBX_EXIT_ERRNO) {
-		op_error(r, o, o->kind == RK_EXEC ? "exec_failed" : errno_code(x.err), "%s", strerror(x.err));
+		op_error(r, o, o->kind == RK_EXEC ? "exec_failed" : sbx_errno_code(x.err), "%s", strerror(x.err));
 		return;
 	}
 	switch (o->kind) {
 	case RK_EXEC:
 		if (x.flags & SBX_EXIT_DETACHED) {
 			/* a background process runs on: its start is the answer */
-			op_pub_json(r, o, "done", json_pack("{s:I}", "pid", (json_int_t)o->pid));
+			op_pub_json(r, o, SBX_MSG_DONE, json_pack("{s:I}", "pid", (json_int_t)o->pid));
 			record_exec(r, o, NULL, NULL);
 			break;
 		}
@@ -419,30 +382,30 @@ static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame
 		json_t *j = json_pack("{s:i, s:o, s:b, s:b, s:I}", "exit_code", x.code, "signal",
 				      x.signal ? json_integer(x.signal) : json_null(), "timed_out", x.timed_out != 0,
 				      "oom", o->oom0 >= 0 && oom > o->oom0, "duration_ms",
-				      (json_int_t)(mono_ms() - o->t0_mono));
+				      (json_int_t)(sbx_now_ms() - o->t0_mono));
 		if (o->kind == RK_ATTACH) {
 			json_object_set_new(j, "running", json_boolean((x.flags & SBX_EXIT_DETACHED) != 0));
 			json_object_set_new(j, "truncated", json_boolean((x.flags & SBX_EXIT_TRUNCATED) != 0));
 			json_object_set_new(j, "offset", json_integer((json_int_t)(o->got + (int64_t)o->out_total)));
 		}
-		op_pub_json(r, o, "exit", j);
+		op_pub_json(r, o, SBX_MSG_EXIT, j);
 		record_exec(r, o, &x, NULL);
 		break;
 	}
 	case RK_READ:
-		op_pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->read_total));
+		op_pub_json(r, o, SBX_MSG_DONE, json_pack("{s:I}", "size", (json_int_t)o->read_total));
 		break;
 	case RK_LIST:
 	case RK_PROCS:
 		done = json_pack("{s:O, s:b}", o->kind == RK_LIST ? "entries" : "processes", o->acc, "truncated",
 				 o->truncated);
-		op_pub_json(r, o, "done", done);
+		op_pub_json(r, o, SBX_MSG_DONE, done);
 		break;
 	case RK_WRITE:
-		op_pub_json(r, o, "done", json_pack("{s:I}", "size", (json_int_t)o->got));
+		op_pub_json(r, o, SBX_MSG_DONE, json_pack("{s:I}", "size", (json_int_t)o->got));
 		break;
 	default:
-		op_pub_json(r, o, "done", json_object());
+		op_pub_json(r, o, SBX_MSG_DONE, json_object());
 		break;
 	}
 	op_free(r, o);
@@ -475,7 +438,7 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		}
 		o->started = true;
 		o->pid = v;
-		op_pub_json(r, o, "started", json_pack("{s:I}", "pid", (json_int_t)v));
+		op_pub_json(r, o, SBX_MSG_STARTED, json_pack("{s:I}", "pid", (json_int_t)v));
 		break;
 	case SBX_F_STAT: {
 		struct sbx_file_stat st;
@@ -484,7 +447,7 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 			return;
 		}
 		o->stat_seen = true;
-		op_pub_json(r, o, "file.stat", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
+		op_pub_json(r, o, SBX_MSG_FILE_STAT, json_pack("{s:I, s:I, s:I}", "size", (json_int_t)st.size, "mode",
 							(json_int_t)st.mode, "mtime", (json_int_t)st.mtime));
 		break;
 	}
@@ -509,13 +472,13 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		}
 		if (o->kind == RK_READ) {
 			o->read_total += f->len;
-			op_pub(r, o, "file.data", f->payload, f->len);
+			op_pub(r, o, SBX_MSG_FILE_DATA, f->payload, f->len);
 		} else {
 			if (f->type == SBX_F_STDOUT)
 				o->out_b += f->len;
 			else
 				o->err_b += f->len;
-			op_pub(r, o, f->type == SBX_F_STDOUT ? "stdout" : "stderr", f->payload, f->len);
+			op_pub(r, o, f->type == SBX_F_STDOUT ? SBX_MSG_STDOUT : SBX_MSG_STDERR, f->payload, f->len);
 		}
 		break;
 	case SBX_F_STDIN_ACK:
@@ -525,23 +488,21 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		}
 		o->unacked -= v;
 		if (o->kind == RK_WRITE && (o->unacked || o->closed))
-			o->await_at = mono_ms(); /* progress: the rest in as much time again */
+			o->await_at = sbx_now_ms(); /* progress: the rest in as much time again */
 		/* the API keeps at most a window unacknowledged (no stdin piles up here) */
 		if (o->kind == RK_WRITE && v)
-			op_pub_json(r, o, "file.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+			op_pub_json(r, o, SBX_MSG_FILE_CREDIT, json_pack("{s:I}", "bytes", (json_int_t)v));
 		else if (o->kind == RK_EXEC && o->stdin_open && v)
-			op_pub_json(r, o, "stdin.credit", json_pack("{s:I}", "bytes", (json_int_t)v));
+			op_pub_json(r, o, SBX_MSG_STDIN_CREDIT, json_pack("{s:I}", "bytes", (json_int_t)v));
 		op_pump(r, o);
 		break;
 	case SBX_F_EXIT:
 		on_exit_frame(r, o, f);
 		break;
 	case SBX_F_ERROR: {
-		const char *code = "exec_failed";
 		o->live = false;
-		if (f->len >= 18 && !memcmp(f->payload, "cwd does not exist", 18))
-			code = "cwd_missing";
-		op_error(r, o, code, "%.*s", (int)f->len, (const char *)f->payload);
+		op_error(r, o, sbx_exec_error_code((const char *)f->payload, f->len), "%.*s", (int)f->len,
+			 (const char *)f->payload);
 		break;
 	}
 	default:

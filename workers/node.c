@@ -471,10 +471,11 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	json_error_t jerr;
 	const char *id = NULL;
 	sbx_err err = SBX_ERR_INIT;
+	enum sbx_msg_kind kind = sbx_msg_kind(m->type);
 
-	if (relay_handles(m->type)) {
+	if (relay_handles(kind)) {
 		/* relay: the runtime's messages (some have raw bodies) */
-		relay_on_message(n->relay, m);
+		relay_on_message(n->relay, m, kind);
 		if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
 			log_warnx("%s", err.msg);
 		return;
@@ -484,7 +485,7 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 		log_warnx("rejecting a malformed message of type '%.32s'", m->type);
 		goto ack;
 	}
-	switch (sbx_msg_kind(m->type)) {
+	switch (kind) {
 	case SBX_MSG_START:
 		on_start(n, m, body);
 		break;
@@ -799,7 +800,7 @@ static int mq_setup(struct node *n, sbx_err *err)
 		json_t *b = json_pack("{s:s, s:s}", "node_id", n->node_id, "boot_id", n->boot_id);
 		char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
 		sbx_err e2 = SBX_ERR_INIT;
-		if (s && sbx_mq_announce(n->mq, "node.started", s, strlen(s), &e2) == 0)
+		if (s && sbx_mq_announce(n->mq, sbx_msg_name(SBX_MSG_NODE_STARTED), s, strlen(s), &e2) == 0)
 			n->announced = true;
 		else
 			log_warnx("announcing the node agent's start: %s", s ? e2.msg : "out of memory");

@@ -25,6 +25,7 @@
 #include "json.h"
 #include "log.h"
 #include "relay_int.h"
+#include "sandbox_state.h"
 
 #define MAX_OPS 16384
 /* Bytes from the API not yet framed, per op: the API keeps to the window
@@ -42,10 +43,11 @@ static long long wall_ms(void)
 
 /* ---- publishing (hop 1, node -> API) ---- */
 
-static void publish_to(struct relay *r, const char *reply_to, const char *corr, const char *req_id, const char *type,
-		       const void *body, size_t len)
+static void publish_to(struct relay *r, const char *reply_to, const char *corr, const char *req_id,
+		       enum sbx_msg_kind kind, const void *body, size_t len)
 {
 	sbx_err err = SBX_ERR_INIT;
+	const char *type = sbx_msg_name(kind);
 	struct sbx_mq_pub p = { .type = type, .correlation_id = corr, .request_id = req_id };
 
 	if (!*r->mqp || !reply_to[0])
@@ -55,26 +57,26 @@ static void publish_to(struct relay *r, const char *reply_to, const char *corr, 
 }
 
 static void publish_json_to(struct relay *r, const char *reply_to, const char *corr, const char *req_id,
-			    const char *type, json_t *body /* stolen */)
+			    enum sbx_msg_kind kind, json_t *body /* stolen */)
 {
 	cleanup_json json_t *b = body;
 	cleanup_free char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
 
 	if (!s) {
-		log_warnx("op %s: cannot encode the %s event", corr, type);
+		log_warnx("op %s: cannot encode the %s event", corr, sbx_msg_name(kind));
 		return;
 	}
-	publish_to(r, reply_to, corr, req_id, type, s, strlen(s));
+	publish_to(r, reply_to, corr, req_id, kind, s, strlen(s));
 }
 
-void op_pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n)
+void op_pub(struct relay *r, struct rop *o, enum sbx_msg_kind kind, const void *b, size_t n)
 {
-	publish_to(r, o->reply_to, o->op_id, o->req_id, type, b, n);
+	publish_to(r, o->reply_to, o->op_id, o->req_id, kind, b, n);
 }
 
-void op_pub_json(struct relay *r, struct rop *o, const char *type, json_t *body)
+void op_pub_json(struct relay *r, struct rop *o, enum sbx_msg_kind kind, json_t *body)
 {
-	publish_json_to(r, o->reply_to, o->op_id, o->req_id, type, body);
+	publish_json_to(r, o->reply_to, o->op_id, o->req_id, kind, body);
 }
 
 static void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, const char *code, const char *fmt,
@@ -88,7 +90,7 @@ static void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	publish_json_to(r, m->reply_to, corr, m->request_id, "error",
+	publish_json_to(r, m->reply_to, corr, m->request_id, SBX_MSG_ERROR,
 			json_pack("{s:s, s:s}", "message", msg, "code", code));
 }
 
@@ -104,14 +106,13 @@ static struct rop *op_find(struct relay *r, const char *op_id)
 
 static void touch_activity(struct relay *r, struct chan *c)
 {
-	long long now = mono_ms();
+	long long now = sbx_now_ms();
 	sbx_err err = SBX_ERR_INIT;
 
 	if (c->last_touch && now - c->last_touch < ACTIVITY_MS)
 		return;
 	c->last_touch = now;
-	if (sbx_db_query(r->db, NULL, &err, "UPDATE sandboxes SET last_activity_at = now() WHERE id = $1", 1,
-			 c->id) < 0)
+	if (sbx_sandbox_touch(r->db, c->id, &err) < 0)
 		log_warnx("sandbox %s: last_activity_at: %s", c->id, err.msg);
 }
 
@@ -125,7 +126,7 @@ void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, 
 	sbx_id_new(id);
 	snprintf(code, sizeof(code), "%d", x ? x->code : 0);
 	snprintf(sig, sizeof(sig), "%u", x ? x->signal : 0);
-	snprintf(dur, sizeof(dur), "%lld", mono_ms() - o->t0_mono);
+	snprintf(dur, sizeof(dur), "%lld", sbx_now_ms() - o->t0_mono);
 	snprintf(ob, sizeof(ob), "%" PRIu64, o->out_b);
 	snprintf(eb, sizeof(eb), "%" PRIu64, o->err_b);
 	snprintf(t0, sizeof(t0), "%lld", o->t0_wall_ms);
@@ -172,7 +173,7 @@ void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt,
 	va_end(ap);
 	if (o->kind == RK_EXEC && o->started)
 		record_exec(r, o, NULL, code);
-	op_pub_json(r, o, "error", json_pack("{s:s, s:s}", "message", msg, "code", code));
+	op_pub_json(r, o, SBX_MSG_ERROR, json_pack("{s:s, s:s}", "message", msg, "code", code));
 	op_free(r, o);
 }
 
@@ -305,7 +306,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	o->live = true;
 	o->size = -1;
 	o->oom0 = -1;
-	o->t0_mono = mono_ms();
+	o->t0_mono = sbx_now_ms();
 	o->t0_wall_ms = wall_ms();
 	snprintf(o->op_id, sizeof(o->op_id), "%s", op_id);
 	snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
@@ -327,7 +328,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
  * their stream: its PONG, sent once sbx-init has read the op, answers. */
 static void op_expect(struct relay *r, struct rop *o)
 {
-	o->await_at = mono_ms();
+	o->await_at = sbx_now_ms();
 	if (o->kind == RK_WRITE || o->kind == RK_ATTACH || o->kind == RK_PSTDIN)
 		chan_send(r, o->ch, SBX_F_PING, o->stream, NULL, 0);
 }
@@ -545,7 +546,7 @@ static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 		}
 		if (!blen && !close_) {
 			/* nothing to do: answer at once */
-			publish_json_to(r, m->reply_to, op_id, m->request_id, "done", json_object());
+			publish_json_to(r, m->reply_to, op_id, m->request_id, SBX_MSG_DONE, json_object());
 			return;
 		}
 	}
@@ -575,7 +576,7 @@ static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 			op_error(r, o, "internal", "out of memory");
 			return;
 		}
-		put32(p, (uint32_t)pid);
+		sbx_put32(p, (uint32_t)pid);
 		if (blen) {
 			memcpy(p + 4, bytes, blen);
 			if (close_) {
@@ -607,14 +608,14 @@ static void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char 
 }
 
 /* credit, stdin, signal, file.data, file.end, file.abort: to a running op. */
-static void on_followup(struct relay *r, const sbx_mq_msg *m)
+static void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 {
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
 	const char *sid = NULL, *op_id = m->correlation_id;
 	struct rop *o = op_find(r, op_id);
 
-	if (!strcmp(m->type, "file.data")) {
+	if (kind == SBX_MSG_FILE_DATA) {
 		if (!o || o->kind != RK_WRITE)
 			return; /* after the op ended: nothing to do */
 		if (m->len == 0)
@@ -638,7 +639,8 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 	}
 	if (!o)
 		return;
-	if (!strcmp(m->type, "credit")) {
+	switch (kind) {
+	case SBX_MSG_CREDIT: {
 		json_int_t bytes = 0;
 		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I}", "sandbox_id", &sid, "op_id", &op_id, "bytes",
 				   &bytes) < 0 ||
@@ -650,7 +652,9 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 			return;
 		o->credit_in += (uint64_t)bytes;
 		chan_send_u32(r, o->ch, SBX_F_CREDIT, o->stream, (uint32_t)bytes);
-	} else if (!strcmp(m->type, "stdin")) {
+		break;
+	}
+	case SBX_MSG_STDIN: {
 		const char *data = NULL;
 		int close_ = 0;
 		cleanup_free uint8_t *bytes = NULL;
@@ -670,7 +674,9 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		if (close_)
 			o->want_close = true;
 		op_pump(r, o);
-	} else if (!strcmp(m->type, "signal")) {
+		break;
+	}
+	case SBX_MSG_SIGNAL: {
 		json_t *sv = NULL;
 		int sig;
 		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o}", "sandbox_id", &sid, "op_id", &op_id,
@@ -683,10 +689,12 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 			chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, (uint32_t)sig);
 		} else if (o->kind == RK_ATTACH || o->kind == RK_READ) {
 			/* the reader went away: stop relaying (the process runs on) */
-			op_pub_json(r, o, "done", json_pack("{s:b}", "detached", 1));
+			op_pub_json(r, o, SBX_MSG_DONE, json_pack("{s:b}", "detached", 1));
 			op_free(r, o);
 		}
-	} else if (!strcmp(m->type, "file.end")) {
+		break;
+	}
+	case SBX_MSG_FILE_END:
 		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0 ||
 		    o->kind != RK_WRITE)
 			return;
@@ -696,7 +704,8 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 		}
 		o->want_close = true;
 		op_pump(r, o);
-	} else if (!strcmp(m->type, "file.abort")) {
+		break;
+	case SBX_MSG_FILE_ABORT:
 		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0) {
 			log_warnx("op %s: malformed file.abort", o->op_id);
 			return;
@@ -705,32 +714,36 @@ static void on_followup(struct relay *r, const sbx_mq_msg *m)
 			return;
 		/* op_free's SIGNAL ends the stream inside: sbx-init removes the temp file */
 		op_error(r, o, "invalid", "the upload was aborted");
+		break;
+	default:
+		break;
 	}
 }
 
-static const struct {
-	const char *type;
-	enum rk kind;
-} starts[] = {
-	{ "exec", RK_EXEC },	       { "file.write", RK_WRITE },   { "file.read", RK_READ },
-	{ "file.list", RK_LIST },      { "file.delete", RK_DELETE }, { "file.mkdir", RK_MKDIR },
-	{ "proc.list", RK_PROCS },     { "proc.attach", RK_ATTACH }, { "proc.stdin", RK_PSTDIN },
-	{ "proc.signal", RK_PSIGNAL },
-};
-static const char *const followups[] = { "credit", "stdin", "signal", "file.data", "file.end", "file.abort" };
-
-bool relay_handles(const char *type)
+/* The op a first request starts (msg.h's runtime kinds). */
+static enum rk op_kind(enum sbx_msg_kind k)
 {
-	for (size_t i = 0; i < SBX_ARRAY_LEN(starts); i++)
-		if (!strcmp(type, starts[i].type))
-			return true;
-	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
-		if (!strcmp(type, followups[i]))
-			return true;
-	return false;
+	switch (k) {
+	case SBX_MSG_EXEC: return RK_EXEC;
+	case SBX_MSG_FILE_WRITE: return RK_WRITE;
+	case SBX_MSG_FILE_READ: return RK_READ;
+	case SBX_MSG_FILE_LIST: return RK_LIST;
+	case SBX_MSG_FILE_DELETE: return RK_DELETE;
+	case SBX_MSG_FILE_MKDIR: return RK_MKDIR;
+	case SBX_MSG_PROC_LIST: return RK_PROCS;
+	case SBX_MSG_PROC_ATTACH: return RK_ATTACH;
+	case SBX_MSG_PROC_STDIN: return RK_PSTDIN;
+	default: return RK_PSIGNAL;
+	}
 }
 
-void relay_on_message(struct relay *r, const sbx_mq_msg *m)
+bool relay_handles(enum sbx_msg_kind kind)
+{
+	return (sbx_msg_flags(kind) & SBX_MSGF_NODE) &&
+	       (sbx_msg_flags(kind) & (SBX_MSGF_OP_START | SBX_MSGF_OP_FOLLOWUP));
+}
+
+void relay_on_message(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 {
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
@@ -742,12 +755,11 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 		return;
 	}
 	/* follow-ups name their op; their events go to the op's reply_to */
-	for (size_t i = 0; i < SBX_ARRAY_LEN(followups); i++)
-		if (!strcmp(m->type, followups[i])) {
-			on_followup(r, m);
-			chan_settle_all(r);
-			return;
-		}
+	if (sbx_msg_flags(kind) & SBX_MSGF_OP_FOLLOWUP) {
+		on_followup(r, m, kind);
+		chan_settle_all(r);
+		return;
+	}
 	if (!m->reply_to[0]) {
 		log_warnx("rejecting a %s request without reply_to", m->type);
 		return;
@@ -760,16 +772,14 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m)
 		reply_error(r, m, m->correlation_id, "internal", "malformed %s request", m->type);
 		return;
 	}
-	for (size_t i = 0; i < SBX_ARRAY_LEN(starts); i++) {
-		if (strcmp(m->type, starts[i].type))
-			continue;
-		if (starts[i].kind == RK_EXEC)
+	if (sbx_msg_flags(kind) & SBX_MSGF_OP_START) {
+		enum rk rk = op_kind(kind);
+		if (rk == RK_EXEC)
 			on_exec(r, m, b, sid, op_id);
-		else if (starts[i].kind >= RK_WRITE && starts[i].kind <= RK_MKDIR)
-			on_file(r, m, b, sid, op_id, starts[i].kind);
+		else if (rk >= RK_WRITE && rk <= RK_MKDIR)
+			on_file(r, m, b, sid, op_id, rk);
 		else
-			on_proc(r, m, b, sid, op_id, starts[i].kind);
-		break;
+			on_proc(r, m, b, sid, op_id, rk);
 	}
 	chan_settle_all(r);
 }
@@ -819,7 +829,7 @@ void relay_set_answer_ms(struct relay *r, int ms)
 
 long long relay_tick(struct relay *r)
 {
-	long long now = mono_ms(), next = -1;
+	long long now = sbx_now_ms(), next = -1;
 
 	chan_settle_all(r);
 	for (struct rop *o = r->ops, *nx; o; o = nx) {
@@ -855,7 +865,7 @@ int relay_ping(struct relay *r, const char *id)
 		return 0;
 	if (chan_send(r, c, SBX_F_PING, 0, NULL, 0) < 0)
 		return -1;
-	c->ping_at = mono_ms();
+	c->ping_at = sbx_now_ms();
 	return 1;
 }
 

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "db.h"
 #include "mq.h"
+#include "msg.h"
 #include "sandbox.h"
 
 struct relay;
@@ -31,10 +32,10 @@ struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp,
 void relay_free(struct relay *r);
 
 /* Is this AMQP message type one of the relay's? */
-bool relay_handles(const char *type);
+bool relay_handles(enum sbx_msg_kind kind);
 /* Handles one of them (the caller acks it). The body may be raw bytes
  * (file.data), so the relay parses it itself. */
-void relay_on_message(struct relay *r, const sbx_mq_msg *m);
+void relay_on_message(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind);
 
 /* Is this epoll data.ptr one of the relay's channels? */
 bool relay_owns(const struct relay *r, const void *ptr);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <time.h>
 #include <jansson.h>
+#include "clock.h"
 #include "frame.h"
 #include "id.h"
 #include "relay.h"
@@ -85,25 +86,11 @@ struct relay {
 	int answer_ms; /* sbx-init answers an op within this, or the op fails */
 };
 
-static inline long long mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline void put32(uint8_t *p, uint32_t v)
-{
-	p[0] = v >> 24;
-	p[1] = v >> 16;
-	p[2] = v >> 8;
-	p[3] = v;
-}
 
 /* ---- relay.c: an op's events and its end ---- */
 
-void op_pub(struct relay *r, struct rop *o, const char *type, const void *b, size_t n);
-void op_pub_json(struct relay *r, struct rop *o, const char *type, json_t *body);
+void op_pub(struct relay *r, struct rop *o, enum sbx_msg_kind kind, const void *b, size_t n);
+void op_pub_json(struct relay *r, struct rop *o, enum sbx_msg_kind kind, json_t *body);
 /* One finished exec, for usage and audit (sql/004_execs.sql). */
 void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error);
 /* Unlinks and frees; the op's events are done. A foreground process still

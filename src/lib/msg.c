@@ -39,7 +39,7 @@ static const struct {
 	[SBX_MSG_SIGNAL] = { "signal", N | FU },
 	[SBX_MSG_FILE_DATA] = { "file.data", N | FU | EV | RAW },
 	[SBX_MSG_FILE_END] = { "file.end", N | FU },
-	/* the API's upload that lost its client; the relay does not act on it yet */
+	/* the API gives an upload up: the op ends, sbx-init drops its temp file */
 	[SBX_MSG_FILE_ABORT] = { "file.abort", N | FU },
 	[SBX_MSG_STARTED] = { "started", EV },
 	[SBX_MSG_STDOUT] = { "stdout", EV | RAW },
@@ -50,6 +50,7 @@ static const struct {
 	[SBX_MSG_EXIT] = { "exit", EV },
 	[SBX_MSG_ERROR] = { "error", EV },
 	[SBX_MSG_DONE] = { "done", EV },
+	[SBX_MSG_NODE_STARTED] = { "node.started", SBX_MSGF_NODE_EVENT },
 };
 
 enum sbx_msg_kind sbx_msg_kind(const char *type)

@@ -48,6 +48,8 @@ enum sbx_msg_kind {
 	SBX_MSG_EXIT,
 	SBX_MSG_ERROR,
 	SBX_MSG_DONE,
+	/* the fanout of node events (sbx.events) */
+	SBX_MSG_NODE_STARTED,
 	SBX_MSG_NKINDS
 };
 
@@ -59,6 +61,7 @@ enum sbx_msg_kind {
 #define SBX_MSGF_EVENT 0x10u       /* an op's event, to the op's reply_to */
 #define SBX_MSGF_REPLY 0x20u       /* a control reply */
 #define SBX_MSGF_RAW 0x40u         /* the body is raw bytes, not JSON */
+#define SBX_MSGF_NODE_EVENT 0x80u  /* a node event, to every API child (sbx.events) */
 
 /* The kind named `type` on the wire; SBX_MSG_UNKNOWN for NULL or any other. */
 enum sbx_msg_kind sbx_msg_kind(const char *type);
