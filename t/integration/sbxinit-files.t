@@ -98,9 +98,10 @@ ok '[ ! -e "$D/dropped" ]' "... and no target"
 
 # the host gives up on a write (SIGNAL on its stream): EXIT ECANCELED, no
 # temp file, no target, and the connection serves on
-python3 - "$SOCK" "$D/cancelled" > "$T/cancel" 2>&1 << 'PY'
-import socket, struct, sys
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(5); s.recv(13)
+python3 - "$SOCK" "$D/cancelled" "$(dirname "$0")" > "$T/cancel" 2>&1 << 'PY'
+import struct, sys; sys.path.insert(0, sys.argv[3])
+from chanlib import connect
+s = connect(sys.argv[1])
 def fr(t, st, p): return struct.pack(">IBI", len(p) + 5, t, st) + p
 def rd():
     h = b""
