@@ -215,6 +215,15 @@ fail:
 	return -1;
 }
 
+/* A string property, present (flagged) only when given. */
+static void opt_prop(amqp_basic_properties_t *props, amqp_flags_t flag, amqp_bytes_t *field, const char *v)
+{
+	if (!v)
+		return;
+	props->_flags |= flag;
+	*field = amqp_cstring_bytes(v);
+}
+
 int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t len,
 		   const struct sbx_mq_pub *p, sbx_err *err)
 {
@@ -230,21 +239,11 @@ int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t
 	props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
 	props.content_type = amqp_cstring_bytes("application/json");
 	props.delivery_mode = p && p->persistent ? 2 : 1;
-	if (p && p->type) {
-		props._flags |= AMQP_BASIC_TYPE_FLAG;
-		props.type = amqp_cstring_bytes(p->type);
-	}
-	if (p && p->correlation_id) {
-		props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG;
-		props.correlation_id = amqp_cstring_bytes(p->correlation_id);
-	}
-	if (p && p->reply_to) {
-		props._flags |= AMQP_BASIC_REPLY_TO_FLAG;
-		props.reply_to = amqp_cstring_bytes(p->reply_to);
-	}
-	if (p && p->expiration_ms) {
-		props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
-		props.expiration = amqp_cstring_bytes(p->expiration_ms);
+	if (p) {
+		opt_prop(&props, AMQP_BASIC_TYPE_FLAG, &props.type, p->type);
+		opt_prop(&props, AMQP_BASIC_CORRELATION_ID_FLAG, &props.correlation_id, p->correlation_id);
+		opt_prop(&props, AMQP_BASIC_REPLY_TO_FLAG, &props.reply_to, p->reply_to);
+		opt_prop(&props, AMQP_BASIC_EXPIRATION_FLAG, &props.expiration, p->expiration_ms);
 	}
 	{
 		const char *rid = p && p->request_id ? p->request_id : sbx_log_request_id();
