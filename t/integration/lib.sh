@@ -84,57 +84,23 @@ ok() {
 	return 1
 }
 
-is() {
-	local got=$1 want=$2 msg=$3
-	if [ "$got" = "$want" ]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected: '$want'"
+# t_compare PASS MSG GOT WANTED: one test point; a failure shows what was
+# got (the first 600 bytes), the WANTED line and the last response.
+t_compare() {
+	t_result "$1" "$2" && return 0
+	diag "     got: '$(printf '%s' "$3" | head -c 600)'"
+	diag "$4"
 	t_show_last
 	return 1
 }
 
-isnt() {
-	local got=$1 notwant=$2 msg=$3
-	if [ "$got" != "$notwant" ]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "got '$got', which it must not be"
-	t_show_last
-	return 1
-}
+# is GOT WANT MSG; isnt GOT NOTWANT MSG
+is() { local p=0; [ "$1" = "$2" ] && p=1; t_compare $p "$3" "$1" "expected: '$2'"; }
+isnt() { local p=0; [ "$1" != "$2" ] && p=1; t_compare $p "$3" "$1" "expected anything but that"; }
 
-# like GOT REGEX MSG (bash extended regular expression)
-like() {
-	local got=$1 re=$2 msg=$3
-	if [[ $got =~ $re ]]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected to match: /$re/"
-	t_show_last
-	return 1
-}
-
-unlike() {
-	local got=$1 re=$2 msg=$3
-	if ! [[ $got =~ $re ]]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected NOT to match: /$re/"
-	t_show_last
-	return 1
-}
+# like GOT REGEX MSG (bash extended regular expression); unlike GOT REGEX MSG
+like() { local p=0; [[ $1 =~ $2 ]] && p=1; t_compare $p "$3" "$1" "expected to match: /$2/"; }
+unlike() { local p=0; [[ $1 =~ $2 ]] || p=1; t_compare $p "$3" "$1" "expected NOT to match: /$2/"; }
 
 skip() {
 	local n=$1 why=$2 i
