@@ -138,6 +138,7 @@ void h_process_stdin(struct api_req *r)
 	size_t len;
 	char v[8];
 	bool close_it = false;
+	json_t *b;
 
 	if (sbx_query_get(r->m.query, "close", v, sizeof(v), &err) == 1)
 		close_it = strcmp(v, "0") && strcmp(v, "false");
@@ -146,10 +147,8 @@ void h_process_stdin(struct api_req *r)
 		return;
 	}
 	b64 = rt_base64(data, len);
-	if (proc_call(r, SBX_MSG_PROC_STDIN,
-		      json_pack("{s:I, s:s, s:b}", "pid", (json_int_t)r->m.pid, "data_b64", b64 ? b64 : "", "close",
-				close_it),
-		      &reply, &err) < 0) {
+	b = json_pack("{s:I, s:s, s:b}", "pid", (json_int_t)r->m.pid, "data_b64", b64 ? b64 : "", "close", close_it);
+	if (proc_call(r, SBX_MSG_PROC_STDIN, b, &reply, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -182,6 +181,7 @@ void h_process_signal(struct api_req *r)
 	static const struct sbx_jfield spec[] = { { "signal", SBX_J_ANY, true, 0, 0 } };
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_json json_t *body = NULL, *reply = NULL;
+	json_t *b;
 	int sig;
 
 	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, spec, 1, NULL, &err) < 0) {
@@ -194,8 +194,8 @@ void h_process_signal(struct api_req *r)
 		api_send_error(r, &err);
 		return;
 	}
-	if (proc_call(r, SBX_MSG_PROC_SIGNAL, json_pack("{s:I, s:i}", "pid", (json_int_t)r->m.pid, "signal", sig),
-		      &reply, &err) < 0) {
+	b = json_pack("{s:I, s:i}", "pid", (json_int_t)r->m.pid, "signal", sig);
+	if (proc_call(r, SBX_MSG_PROC_SIGNAL, b, &reply, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
