@@ -1,17 +1,19 @@
 /* libFuzzer target: an untrusted request body through sbx_json_parse_body and
- * sbx_json_check against a representative POST /sandboxes spec. Besides
- * crashes, leaks and UB it checks that an accepted body really obeys the spec
- * (so a check that silently lets bad input through is a finding too). */
+ * sbx_json_check against the API's own body tables (src/api/bodies.c): the
+ * POST /sandboxes body with its specs and egress, and the exec and code
+ * bodies. Besides crashes, leaks and UB it checks that an accepted body
+ * really obeys its table (so a check that silently lets bad input through
+ * is a finding too). */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bodies.h"
 #include "json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define MAX_DEPTH 32
-#define N(a) (sizeof(a) / sizeof((a)[0]))
 #define require(c) do { if (!(c)) __builtin_trap(); } while (0)
 
 static size_t chars(const char *s)
@@ -23,29 +25,6 @@ static size_t chars(const char *s)
 			c++;
 	return c;
 }
-
-static const struct sbx_jfield create_spec[] = {
-	{ "name", SBX_J_STRING, false, 1, 64 },
-	{ "template", SBX_J_STRING, false, 1, 64 },
-	{ "region", SBX_J_STRING, false, 1, 64 },
-	{ "specs", SBX_J_OBJECT, false, 0, 0 },
-	{ "env", SBX_J_STRMAP, false, 0, 256 },
-	{ "metadata", SBX_J_STRMAP, false, 0, 64 },
-	{ "timeout", SBX_J_INT, false, 60, 86400 },
-	{ "egress", SBX_J_OBJECT, false, 0, 0 },
-	{ "autoDestroy", SBX_J_BOOL, false, 0, 0 },
-};
-
-static const struct sbx_jfield specs_spec[] = {
-	{ "cpu", SBX_J_INT, false, 1, 2000 },
-	{ "memory", SBX_J_INT, false, 1, 2048 },
-	{ "disk", SBX_J_INT, false, 1, 5 },
-};
-
-static const struct sbx_jfield egress_spec[] = {
-	{ "mode", SBX_J_STRING, true, 1, 16 },
-	{ "allow", SBX_J_ARRAY, false, 0, 50 },
-};
 
 /* nesting of the parsed tree: the pre-parse depth scan must bound it */
 static int tree_depth(const json_t *j)
@@ -82,9 +61,11 @@ static void check_error(const sbx_err *err)
 	require(memchr(err->msg, 0, sizeof(err->msg)) != NULL);
 }
 
-/* an accepted object obeys spec: every key is known, every value is in range */
-static void verify(const json_t *o, const struct sbx_jfield *spec, size_t n)
+/* an accepted object obeys its table: every key is known, every value is in range */
+static void verify(const json_t *o, const struct api_body *b)
 {
+	const struct sbx_jfield *spec = b->fields;
+	size_t n = b->n;
 	const char *key;
 	json_t *v;
 
@@ -134,12 +115,41 @@ static void verify(const json_t *o, const struct sbx_jfield *spec, size_t n)
 	}
 }
 
+static const struct sbx_jfield *field_of(const struct api_body *b, const char *name)
+{
+	for (size_t i = 0; i < b->n; i++)
+		if (!strcmp(b->fields[i].name, name))
+			return &b->fields[i];
+	__builtin_trap();
+}
+
+/* obj against b: rejected with a proper 400, or accepted and obeying b.
+ * Returns whether it was accepted. */
+static int check(const json_t *obj, const struct api_body *b)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	if (api_body_check(obj, b, &err) < 0) {
+		check_error(&err);
+		return 0;
+	}
+	verify(obj, b);
+	return 1;
+}
+
+/* A member the table says is an object, when present, against its own table. */
+static int check_member(const json_t *obj, const struct api_body *sub)
+{
+	json_t *m = json_object_get(obj, sub->where);
+
+	return json_is_object(m) ? check(m, sub) : 1;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	sbx_err err = SBX_ERR_INIT;
 	const char *buf = (const char *)data;
 	json_t *j = NULL;
-	json_t *sub;
 
 	if (sbx_json_parse_body(buf, size, MAX_DEPTH, true, &j, &err) < 0) {
 		check_error(&err);
@@ -148,34 +158,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	require(json_is_object(j));
 	require(tree_depth(j) <= MAX_DEPTH);
-	if (sbx_json_check(j, create_spec, N(create_spec), NULL, &err) < 0) {
-		check_error(&err);
-		json_decref(j);
-		return 0;
-	}
-	verify(j, create_spec, N(create_spec));
-	sub = json_object_get(j, "specs");
-	if (json_is_object(sub)) {
-		if (sbx_json_check(sub, specs_spec, N(specs_spec), "specs", &err) < 0)
-			check_error(&err);
-		else
-			verify(sub, specs_spec, N(specs_spec));
-	}
-	sub = json_object_get(j, "egress");
-	if (json_is_object(sub)) {
-		if (sbx_json_check(sub, egress_spec, N(egress_spec), "egress", &err) < 0) {
-			check_error(&err);
-		} else {
-			verify(sub, egress_spec, N(egress_spec));
-			require(sbx_json_str(sub, "mode", NULL) != NULL);
-		}
-	}
-	/* the accessors agree with the check */
-	{
-		long long t = sbx_json_int(j, "timeout", 1800);
-		const char *name = sbx_json_str(j, "name", "default");
-		require(t >= 60 && t <= 86400);
-		require(chars(name) >= 1 && chars(name) <= 64);
+	/* the same body as each of the API's bodies */
+	(void)check(j, &api_exec_body);
+	(void)check(j, &api_code_body);
+	if (check(j, &api_create_body)) {
+		const struct sbx_jfield *timeout = field_of(&api_create_body, "timeout");
+		const struct sbx_jfield *name = field_of(&api_create_body, "name");
+		long long t;
+		const char *nm;
+
+		(void)check_member(j, &api_create_specs);
+		if (json_is_object(json_object_get(j, "egress")) && check_member(j, &api_create_egress))
+			require(sbx_json_str(json_object_get(j, "egress"), "mode", NULL) != NULL);
+		/* the accessors agree with the check */
+		t = sbx_json_int(j, "timeout", timeout->min);
+		nm = sbx_json_str(j, "name", "default");
+		require(t >= timeout->min && t <= timeout->max);
+		require((long long)chars(nm) >= name->min && (long long)chars(nm) <= name->max);
 		(void)sbx_json_bool(j, "autoDestroy", false);
 	}
 	json_decref(j);

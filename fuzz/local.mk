@@ -7,7 +7,9 @@ if FUZZING
 FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
-fuzz_fuzz_json_body_SOURCES = fuzz/fuzz_json_body.c src/lib/json.c src/lib/err.c
+# the API's own body tables (src/api/bodies.c), so it checks exactly the API's rules
+fuzz_fuzz_json_body_SOURCES = fuzz/fuzz_json_body.c src/api/bodies.c src/lib/json.c src/lib/err.c
+fuzz_fuzz_json_body_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/src/api
 fuzz_fuzz_json_body_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_json_body_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_json_body_LDADD = $(SBX_LIBS)

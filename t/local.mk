@@ -17,27 +17,8 @@ SBX_UNIT_TESTS = \
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)
 EXTRA_DIST += t/tap.h t/integration
-
-t_unit_id_test_SOURCES = t/unit/id_test.c t/tap.h
-t_unit_id_test_LDADD = $(SBX_LIBS)
-t_unit_auth_test_SOURCES = t/unit/auth_test.c t/tap.h
-t_unit_auth_test_LDADD = $(SBX_LIBS)
-t_unit_json_test_SOURCES = t/unit/json_test.c t/tap.h
-t_unit_json_test_LDADD = $(SBX_LIBS)
-t_unit_page_test_SOURCES = t/unit/page_test.c t/tap.h
-t_unit_page_test_LDADD = $(SBX_LIBS)
-t_unit_settings_test_SOURCES = t/unit/settings_test.c t/tap.h
-t_unit_settings_test_LDADD = $(SBX_LIBS)
-t_unit_router_test_SOURCES = t/unit/router_test.c t/tap.h
-t_unit_router_test_LDADD = $(SBX_LIBS)
-t_unit_err_test_SOURCES = t/unit/err_test.c t/tap.h
-t_unit_err_test_LDADD = $(SBX_LIBS)
-t_unit_errcode_test_SOURCES = t/unit/errcode_test.c t/tap.h
-t_unit_errcode_test_LDADD = $(SBX_LIBS)
-t_unit_msg_test_SOURCES = t/unit/msg_test.c t/tap.h
-t_unit_msg_test_LDADD = $(SBX_LIBS)
-t_unit_sandbox_state_test_SOURCES = t/unit/sandbox_state_test.c t/tap.h
-t_unit_sandbox_state_test_LDADD = $(SBX_LIBS)
+# Each is built from t/unit/NAME.c (automake's default source) and linked
+# with $(SBX_LIBS) (the LDADD default of Makefile.am).
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.
@@ -54,12 +35,6 @@ valgrind-check: $(SBX_UNIT_TESTS)
 .PHONY: valgrind-check
 CLEANFILES += t/unit/*.valgrind
 
-# sbx-init's channel: the frame codec's unit test, and the host-side client
-# the integration tests (t/integration/sbxinit-*.t) drive sbx-init with.
-t_unit_frame_test_SOURCES = t/unit/frame_test.c t/tap.h
-t_unit_frame_test_LDADD = $(SBX_LIBS)
-t_unit_chanauth_test_SOURCES = t/unit/chanauth_test.c t/tap.h
-t_unit_chanauth_test_LDADD = $(SBX_LIBS)
+# The host-side client the integration tests (t/integration/sbxinit-*.t)
+# drive sbx-init with (from t/init/initctl.c, as above).
 check_PROGRAMS += t/init/initctl
-t_init_initctl_SOURCES = t/init/initctl.c
-t_init_initctl_LDADD = $(SBX_LIBS)

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include "clock.h"
 #include "host.h"
+#include "id.h"
 
 #define NETNS_DIR "/run/netns"
 #define OUT_MAX_DEFAULT (1u << 20)
@@ -93,6 +94,56 @@ void host_strv_free(char **v, size_t n)
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
+}
+
+void host_idset_add(struct host_idset *s, const char *id, size_t len)
+{
+	if (s->oom || !sbx_id_valid_n(id, len))
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		if (strncmp(s->v[i], id, len) == 0)
+			return;
+	if (s->n == s->cap) {
+		size_t ncap = s->cap ? s->cap * 2 : 16;
+		char **p = realloc(s->v, ncap * sizeof(*p));
+		if (!p) {
+			s->oom = true;
+			return;
+		}
+		s->v = p;
+		s->cap = ncap;
+	}
+	if (!(s->v[s->n] = strndup(id, len)))
+		s->oom = true;
+	else
+		s->n++;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int host_idset_take(struct host_idset *s, char ***ids, size_t *n)
+{
+	*ids = NULL;
+	*n = 0;
+	if (s->oom) {
+		host_idset_free(s);
+		return -1;
+	}
+	if (s->n) /* qsort(NULL, 0, ...) is undefined */
+		qsort(s->v, s->n, sizeof(*s->v), cmp_str);
+	*ids = s->v;
+	*n = s->n;
+	memset(s, 0, sizeof(*s));
+	return 0;
+}
+
+void host_idset_free(struct host_idset *s)
+{
+	host_strv_free(s->v, s->n);
+	memset(s, 0, sizeof(*s));
 }
 
 const char *host_tool(const char *name, char *buf, size_t bufsz)

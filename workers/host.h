@@ -66,4 +66,19 @@ void host_sleep_ms(long ms);
 /* Frees n strings and the array. */
 void host_strv_free(char **v, size_t n);
 
+/* Object ids gathered from several places (the leftover listings of the
+ * sandbox and network code), each once; a name that is not an object id is
+ * passed over. Running out of memory is remembered, so that a listing that
+ * lost an id cannot pass for complete. Starts zeroed. */
+struct host_idset {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+void host_idset_add(struct host_idset *s, const char *id, size_t len);
+/* Hands the ids over sorted (free with host_strv_free) and empties the set;
+ * -1 when an id was lost to a lack of memory (then the set is freed). */
+int host_idset_take(struct host_idset *s, char ***ids, size_t *n);
+void host_idset_free(struct host_idset *s);
+
 #endif

@@ -27,12 +27,12 @@
 #include "cleanup.h"
 #include "err.h"
 #include "host.h"
+#include "id.h"
 #include "log.h"
 #include "net.h"
 
 #define NETNS_DIR "/run/netns"
 #define LOCK_DIR "/run/lock"
-#define ID_LEN 24
 #define TABLE "inet sbx"
 #define SB_MAP "sandboxes"
 #define CHAIN_IN "in_"     /* in_<id>: ingress base chain on the sandbox's veth */
@@ -154,16 +154,6 @@ static void bprintf(struct buf *b, const char *fmt, ...)
 
 /* ---- names and addresses ---------------------------------------------- */
 
-static bool id_ok(const char *id)
-{
-	if (!id || strlen(id) != ID_LEN)
-		return false;
-	for (size_t i = 0; i < ID_LEN; i++)
-		if (!isdigit((unsigned char)id[i]) && !(id[i] >= 'a' && id[i] <= 'f'))
-			return false;
-	return true;
-}
-
 /* Names are checked too because they go into nft rulesets and ip batches. */
 static bool name_ok(const char *s, size_t max)
 {
@@ -179,7 +169,7 @@ static bool name_ok(const char *s, size_t max)
 
 int net_names(const char *sandbox_id, struct net_sandbox *out, sbx_err *err)
 {
-	if (!id_ok(sandbox_id))
+	if (!sbx_id_valid(sandbox_id))
 		return sbx_err_set(err, 400, "bad_id", "not a sandbox id: '%.40s'", sandbox_id ? sandbox_id : "");
 	memset(out, 0, sizeof(*out));
 	snprintf(out->netns, sizeof(out->netns), "sbx-%s", sandbox_id);
@@ -733,46 +723,12 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 
 /* ---- listing leftovers ------------------------------------------------- */
 
-struct idset {
-	char **v;
-	size_t n, cap;
-	bool oom;
-};
-
-static void idset_add(struct idset *s, const char *id, size_t len)
-{
-	if (s->oom || len != ID_LEN)
-		return;
-	char tmp[ID_LEN + 1];
-	memcpy(tmp, id, ID_LEN);
-	tmp[ID_LEN] = 0;
-	if (!id_ok(tmp))
-		return;
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], tmp) == 0)
-			return;
-	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 16;
-		char **p = realloc(s->v, ncap * sizeof(*p));
-		if (!p) {
-			s->oom = true;
-			return;
-		}
-		s->v = p;
-		s->cap = ncap;
-	}
-	if (!(s->v[s->n] = strdup(tmp)))
-		s->oom = true;
-	else
-		s->n++;
-}
-
-static void idset_prefixed(struct idset *s, const char *name, const char *prefix)
+static void idset_prefixed(struct host_idset *s, const char *name, const char *prefix)
 {
 	size_t pl = strlen(prefix);
 
 	if (strncmp(name, prefix, pl) == 0)
-		idset_add(s, name + pl, strlen(name + pl));
+		host_idset_add(s, name + pl, strlen(name + pl));
 }
 
 static void list_element(const char *ip, const char *target, void *arg)
@@ -787,22 +743,15 @@ static void list_chain(const char *name, void *arg)
 	idset_prefixed(arg, name, CHAIN_ALLOW);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 void net_list_free(char **ids, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(ids[i]);
-	free(ids);
+	host_strv_free(ids, n);
 }
 
 int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
 {
 	static const char *const links[] = { "ip", "-j", "link", "show", NULL };
-	struct idset s = { 0 };
+	struct host_idset s = { 0 };
 	cleanup_host_out struct host_out o = { 0 };
 	struct subnet sn;
 	json_t *root = NULL, *e;
@@ -850,16 +799,12 @@ int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
 		each_chain(root, list_chain, &s);
 		json_decref(root);
 	}
-	if (s.oom) {
+	if (host_idset_take(&s, ids, n) < 0) {
 		sbx_err_set(err, 500, "net", "out of memory");
 		goto fail;
 	}
-	if (s.n)
-		qsort(s.v, s.n, sizeof(*s.v), cmp_str);
-	*ids = s.v;
-	*n = s.n;
 	return 0;
 fail:
-	net_list_free(s.v, s.n);
+	host_idset_free(&s);
 	return sbx_err_ctx(err, "network leftovers");
 }

@@ -60,34 +60,53 @@ static void runsc_argv(const struct sandbox_node_cfg *c, const struct sandbox_pa
 
 /* ---- runsc state, pids, cgroups ------------------------------------------ */
 
+/* /proc/<pid>/<what> into buf, NUL-terminated: its length, or -1 when
+ * the process is gone or the file empty. */
+static ssize_t proc_file(pid_t pid, const char *what, char *buf, size_t cap)
+{
+	char path[64];
+	cleanup_close int fd = -1;
+	ssize_t r;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		return -1;
+	r = read(fd, buf, cap - 1);
+	if (r <= 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+/* pid's state letter from /proc/<pid>/stat (it follows the last ')', the
+ * command name may hold any), or 0 when it cannot be read. */
+static char proc_state(pid_t pid)
+{
+	char st[600];
+	const char *rp;
+
+	if (proc_file(pid, "stat", st, sizeof(st)) < 0 || !(rp = strrchr(st, ')')) || rp[1] != ' ')
+		return 0;
+	return rp[2];
+}
+
+static bool state_dead(char st)
+{
+	return st == 'Z' || st == 'X';
+}
+
 /* Is pid the sentry of sandbox id (and not a zombie)? */
 bool runsc_sentry_alive(pid_t pid, const char *id)
 {
-	char p[64], buf[4096], st[600];
-	cleanup_close int fd = -1;
+	char buf[4096], st;
 	ssize_t r;
-	const char *rp;
 
 	if (pid <= 0)
 		return false;
-	snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+	st = proc_state(pid);
+	if (!st || state_dead(st))
 		return false;
-	r = read(fd, st, sizeof(st) - 1);
-	if (r <= 0)
-		return false;
-	st[r] = 0;
-	rp = strrchr(st, ')');
-	if (!rp || rp[1] != ' ' || rp[2] == 'Z' || rp[2] == 'X')
-		return false;
-	close(fd);
-	snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)pid);
-	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-		return false;
-	r = read(fd, buf, sizeof(buf) - 1);
-	if (r <= 0)
-		return false;
-	buf[r] = 0;
+	r = proc_file(pid, "cmdline", buf, sizeof(buf));
 	/* cmdline is NUL-separated: look for the id as one argument's text */
 	for (ssize_t i = 0; i < r; i += (ssize_t)strlen(buf + i) + 1)
 		if (strstr(buf + i, id))
@@ -254,37 +273,25 @@ static int sandbox_procs(const struct sandbox_paths *p, const char *id, bool kil
 		return 0;
 	snprintf(marker, sizeof(marker), "%s/", p->dir);
 	while ((e = readdir(d))) {
-		char path[64], buf[8192], st[512];
-		cleanup_close int fd = -1;
+		char buf[8192], st;
 		ssize_t r;
-		const char *rp;
 		bool mine = false;
 		pid_t pid = (pid_t)atoi(e->d_name);
 
 		if (pid <= 0 || pid == getpid())
 			continue;
-		snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		r = read(fd, buf, sizeof(buf) - 1);
-		if (r <= 0)
-			continue;
-		buf[r] = 0;
-		if (!strstr(buf, "runsc"))
+		r = proc_file(pid, "cmdline", buf, sizeof(buf));
+		if (r < 0 || !strstr(buf, "runsc"))
 			continue;
 		for (ssize_t i = 0; i < r; i += (ssize_t)strlen(buf + i) + 1)
 			if (strstr(buf + i, marker) || (i > 0 && strcmp(buf + i, id) == 0))
 				mine = true;
 		if (!mine)
 			continue;
-		close(sbx_steal_fd(&fd));
-		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		st = proc_state(pid);
+		if (!st)
 			continue;
-		if ((r = read(fd, st, sizeof(st) - 1)) <= 0)
-			continue;
-		st[r] = 0;
-		if ((rp = strrchr(st, ')')) && (rp[2] == 'Z' || rp[2] == 'X')) {
+		if (state_dead(st)) {
 			waitpid(pid, NULL, WNOHANG); /* ours when we are its subreaper */
 			continue;
 		}

@@ -48,16 +48,6 @@
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static bool id_ok(const char *id)
-{
-	if (!id || strlen(id) != SBX_ID_LEN)
-		return false;
-	for (const char *p = id; *p; p++)
-		if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-			return false;
-	return true;
-}
-
 static bool template_name_ok(const char *s)
 {
 	size_t n = s ? strlen(s) : 0;
@@ -118,7 +108,7 @@ static void sub_path(const struct sandbox_paths *p, const char *name, char *out,
 
 static int check_cfg(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
-	if (!id_ok(id))
+	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id '%s'", id ? id : "");
 	if (!path_ok(c->state_dir) || strlen(c->state_dir) > 300)
 		return sbx_err_set(err, 500, "sandbox_config", "state_dir must be a plain absolute path");
@@ -458,7 +448,7 @@ fail:
 
 long sandbox_oom_kills(const char *id)
 {
-	return id_ok(id) ? runsc_oom_kills(id) : -1;
+	return sbx_id_valid(id) ? runsc_oom_kills(id) : -1;
 }
 
 /* ---- alive and list ----------------------------------------------------------------- */
@@ -497,46 +487,16 @@ int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, s
 	return 0;
 }
 
-struct idset {
-	char **v;
-	size_t n;
-};
-
-static void idset_add(struct idset *s, const char *id, size_t len)
-{
-	char buf[SBX_ID_LEN + 1], **nv;
-
-	if (len != SBX_ID_LEN)
-		return;
-	memcpy(buf, id, SBX_ID_LEN);
-	buf[SBX_ID_LEN] = 0;
-	if (!id_ok(buf))
-		return;
-	for (size_t i = 0; i < s->n; i++)
-		if (strcmp(s->v[i], buf) == 0)
-			return;
-	if (!(nv = realloc(s->v, (s->n + 1) * sizeof(char *))))
-		return;
-	s->v = nv;
-	if ((s->v[s->n] = strdup(buf)))
-		s->n++;
-}
-
 /* "PREFIX/<id>" or "PREFIX/<id>/..." */
-static void idset_under(struct idset *s, const char *path, const char *prefix)
+static void idset_under(struct host_idset *s, const char *path, const char *prefix)
 {
 	size_t pl = strlen(prefix);
 
 	if (strncmp(path, prefix, pl) == 0 && path[pl] == '/') {
 		const char *id = path + pl + 1;
 		size_t len = strcspn(id, "/");
-		idset_add(s, id, len);
+		host_idset_add(s, id, len);
 	}
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 void sandbox_list_free(char **ids, size_t n)
@@ -546,7 +506,7 @@ void sandbox_list_free(char **ids, size_t n)
 
 int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
 {
-	struct idset s = { NULL, 0 };
+	struct host_idset s = { 0 };
 	char sbdir[512], **v;
 	size_t vn;
 	int *devs;
@@ -561,14 +521,14 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	/* 1. directories */
 	if ((d = opendir(sbdir))) {
 		while ((e = readdir(d)))
-			idset_add(&s, e->d_name, strlen(e->d_name));
+			host_idset_add(&s, e->d_name, strlen(e->d_name));
 		closedir(d);
 	}
 	/* 2. runsc's containers */
 	if (runsc_ids(c, &v, &vn, err) < 0)
 		goto fail;
 	for (size_t i = 0; i < vn; i++)
-		idset_add(&s, v[i], strlen(v[i]));
+		host_idset_add(&s, v[i], strlen(v[i]));
 	host_strv_free(v, vn);
 	/* 3. mounts */
 	if (disk_mounts_under(sbdir, &v, &vn) < 0) {
@@ -590,12 +550,10 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	 * and a reaper would tear down their network. The directory is made
 	 * before the network and removed only after it, so every network
 	 * leftover of ours has its directory here. */
-	if (s.n) /* qsort(NULL, 0, ...) is undefined */
-		qsort(s.v, s.n, sizeof(char *), cmp_str);
-	*ids = s.v;
-	*n = s.n;
+	if (host_idset_take(&s, ids, n) < 0)
+		return sbx_err_set(err, 500, "sandbox", "out of memory listing sandboxes");
 	return 0;
 fail:
-	host_strv_free(s.v, s.n);
+	host_idset_free(&s);
 	return -1;
 }

@@ -17,14 +17,36 @@
 #define PROC_OP_MS 30000
 #define FOLLOW_MAX_MS (24LL * 3600 * 1000)
 
-static int list_procs(struct api_req *r, struct rt_sandbox *sb, json_t **procs, sbx_err *err)
+static int no_such_process(struct api_req *r, sbx_err *err)
+{
+	return sbx_err_set(err, 404, "not_found", "No background process %ld", r->m.pid);
+}
+
+/* One op on the caller's sandbox: the readiness check, the request, the
+ * node's reply. `body` is consumed. For an op on one process, the node's
+ * not_found means that process: a 404 naming its pid. */
+static int proc_call(struct api_req *r, enum sbx_msg_kind kind, json_t *body, json_t **reply, sbx_err *err)
+{
+	struct rt_sandbox sb;
+	int rc;
+
+	memset(&sb, 0, sizeof(sb));
+	rc = rt_sandbox_ready(r, &sb, err);
+	if (rc == 0) {
+		rc = rt_call(r, &sb, kind, body, PROC_OP_MS, reply, err);
+		if (rc < 0 && kind != SBX_MSG_PROC_LIST && !strcmp(err->code, "not_found"))
+			no_such_process(r, err);
+	}
+	json_decref(body);
+	rt_sandbox_free(&sb);
+	return rc;
+}
+
+static int list_procs(struct api_req *r, json_t **procs, sbx_err *err)
 {
 	cleanup_json json_t *reply = NULL;
-	json_t *b = json_object();
-	int rc = rt_call(r, sb, SBX_MSG_PROC_LIST, b, PROC_OP_MS, &reply, err);
 
-	json_decref(b);
-	if (rc < 0)
+	if (proc_call(r, SBX_MSG_PROC_LIST, json_object(), &reply, err) < 0)
 		return -1;
 	*procs = json_incref(json_object_get(reply, "processes"));
 	if (!json_is_array(*procs)) {
@@ -37,42 +59,34 @@ static int list_procs(struct api_req *r, struct rt_sandbox *sb, json_t **procs, 
 
 void h_processes(struct api_req *r)
 {
-	struct rt_sandbox sb;
 	sbx_err err = SBX_ERR_INIT;
 	json_t *procs = NULL;
 
-	memset(&sb, 0, sizeof(sb));
-	if (rt_sandbox_ready(r, &sb, &err) < 0 || list_procs(r, &sb, &procs, &err) < 0) {
-		rt_sandbox_free(&sb);
+	if (list_procs(r, &procs, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
-	rt_sandbox_free(&sb);
 	api_send_data(r, 200, "Processes retrieved", procs);
 }
 
 void h_process(struct api_req *r)
 {
-	struct rt_sandbox sb;
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_json json_t *procs = NULL;
 	json_t *p;
 	size_t i;
 
-	memset(&sb, 0, sizeof(sb));
-	if (rt_sandbox_ready(r, &sb, &err) < 0 || list_procs(r, &sb, &procs, &err) < 0) {
-		rt_sandbox_free(&sb);
+	if (list_procs(r, &procs, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
-	rt_sandbox_free(&sb);
 	json_array_foreach(procs, i, p) {
 		if (json_integer_value(json_object_get(p, "pid")) == r->m.pid) {
 			api_send_data(r, 200, "Process retrieved", json_incref(p));
 			return;
 		}
 	}
-	sbx_err_set(&err, 404, "not_found", "No background process %ld", r->m.pid);
+	no_such_process(r, &err);
 	api_send_error(r, &err);
 }
 
@@ -118,7 +132,6 @@ void h_process_output(struct api_req *r)
 
 void h_process_stdin(struct api_req *r)
 {
-	struct rt_sandbox sb;
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_free char *data = NULL, *b64 = NULL;
 	cleanup_json json_t *reply = NULL;
@@ -126,24 +139,16 @@ void h_process_stdin(struct api_req *r)
 	char v[8];
 	bool close_it = false;
 	json_t *b;
-	int rc;
 
-	memset(&sb, 0, sizeof(sb));
 	if (sbx_query_get(r->m.query, "close", v, sizeof(v), &err) == 1)
 		close_it = strcmp(v, "0") && strcmp(v, "false");
-	if (api_read_body(r, 1024 * 1024, &data, &len, &err) < 0 || rt_sandbox_ready(r, &sb, &err) < 0) {
+	if (api_read_body(r, 1024 * 1024, &data, &len, &err) < 0) {
 		api_send_error(r, &err);
-		rt_sandbox_free(&sb);
 		return;
 	}
 	b64 = rt_base64(data, len);
 	b = json_pack("{s:I, s:s, s:b}", "pid", (json_int_t)r->m.pid, "data_b64", b64 ? b64 : "", "close", close_it);
-	rc = rt_call(r, &sb, SBX_MSG_PROC_STDIN, b, PROC_OP_MS, &reply, &err);
-	json_decref(b);
-	rt_sandbox_free(&sb);
-	if (rc < 0) {
-		if (!strcmp(err.code, "not_found"))
-			sbx_err_set(&err, 404, "not_found", "No background process %ld", r->m.pid);
+	if (proc_call(r, SBX_MSG_PROC_STDIN, b, &reply, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -174,13 +179,11 @@ static int signal_number(json_t *v)
 void h_process_signal(struct api_req *r)
 {
 	static const struct sbx_jfield spec[] = { { "signal", SBX_J_ANY, true, 0, 0 } };
-	struct rt_sandbox sb;
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_json json_t *body = NULL, *reply = NULL;
 	json_t *b;
-	int sig, rc;
+	int sig;
 
-	memset(&sb, 0, sizeof(sb));
 	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, spec, 1, NULL, &err) < 0) {
 		api_send_error(r, &err);
 		return;
@@ -191,17 +194,8 @@ void h_process_signal(struct api_req *r)
 		api_send_error(r, &err);
 		return;
 	}
-	if (rt_sandbox_ready(r, &sb, &err) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
 	b = json_pack("{s:I, s:i}", "pid", (json_int_t)r->m.pid, "signal", sig);
-	rc = rt_call(r, &sb, SBX_MSG_PROC_SIGNAL, b, PROC_OP_MS, &reply, &err);
-	json_decref(b);
-	rt_sandbox_free(&sb);
-	if (rc < 0) {
-		if (!strcmp(err.code, "not_found"))
-			sbx_err_set(&err, 404, "not_found", "No background process %ld", r->m.pid);
+	if (proc_call(r, SBX_MSG_PROC_SIGNAL, b, &reply, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include "api.h"
+#include "bodies.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "json.h"
@@ -190,39 +191,6 @@ void h_sandbox_wait(struct api_req *r)
 
 /* ---- create ---- */
 
-static const struct sbx_jfield create_spec[] = {
-	{ "name", SBX_J_STRING, false, 1, 64 },
-	{ "template", SBX_J_STRING, false, 1, 64 },
-	{ "region", SBX_J_STRING, false, 1, 64 },
-	{ "specs", SBX_J_OBJECT, false, 0, 0 },
-	{ "autoDestroy", SBX_J_BOOL, false, 0, 0 },
-	{ "destroyTimeout", SBX_J_STRING, false, 1, 8 },
-	{ "oneShot", SBX_J_BOOL, false, 0, 0 },
-	{ "egress", SBX_J_OBJECT, false, 0, 0 },
-	{ "blockOutbound", SBX_J_BOOL, false, 0, 0 },
-	{ "persistent", SBX_J_BOOL, false, 0, 0 },
-	{ "persistentDiskGB", SBX_J_INT, false, 1, 100000 },
-	{ "volumeId", SBX_J_STRING, false, 1, 64 },
-	{ "mountPath", SBX_J_STRING, false, 1, 4096 },
-	{ "fromSnapshot", SBX_J_STRING, false, 1, 64 },
-	{ "snapshotMode", SBX_J_STRING, false, 1, 16 },
-	{ "snapshotFrequency", SBX_J_STRING, false, 1, 128 },
-	{ "env", SBX_J_STRMAP, false, 0, 100 },
-	{ "metadata", SBX_J_STRMAP, false, 0, 50 },
-	{ "timeout", SBX_J_INT, false, 60, 2592000 },
-};
-
-static const struct sbx_jfield specs_spec[] = {
-	{ "cpu", SBX_J_INT, false, 1, 2000 },
-	{ "memory", SBX_J_INT, false, 1, 1048576 },
-	{ "disk", SBX_J_INT, false, 1, 5 },
-};
-
-static const struct sbx_jfield egress_spec[] = {
-	{ "mode", SBX_J_STRING, true, 1, 16 },
-	{ "allow", SBX_J_ARRAY, false, 0, 50 },
-};
-
 struct create_req {
 	const char *name, *template, *region, *destroy_timeout;
 	long long cpu, memory, disk, idle_timeout, lifetime;
@@ -255,15 +223,13 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 	const char *k;
 	json_t *v;
 
-	if (sbx_json_check(body, create_spec, SBX_ARRAY_LEN(create_spec), NULL, err) < 0)
+	if (api_body_check(body, &api_create_body, err) < 0)
 		return -1;
 	specs = json_object_get(body, "specs");
-	if (specs && !json_is_null(specs) &&
-	    sbx_json_check(specs, specs_spec, SBX_ARRAY_LEN(specs_spec), "specs", err) < 0)
+	if (specs && !json_is_null(specs) && api_body_check(specs, &api_create_specs, err) < 0)
 		return -1;
 	egress = json_object_get(body, "egress");
-	if (egress && !json_is_null(egress) &&
-	    sbx_json_check(egress, egress_spec, SBX_ARRAY_LEN(egress_spec), "egress", err) < 0)
+	if (egress && !json_is_null(egress) && api_body_check(egress, &api_create_egress, err) < 0)
 		return -1;
 
 	c->name = sbx_json_str(body, "name", NULL);

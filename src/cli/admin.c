@@ -41,6 +41,13 @@ static void usage(FILE *f)
 		"ORG is an organisation id or name.\n");
 }
 
+/* A command line we do not understand: the usage on stderr, exit status 2. */
+static int bad_usage(void)
+{
+	usage(stderr);
+	return 2;
+}
+
 static void die_err(const sbx_err *e)
 {
 	fprintf(stderr, "sbx-admin: %s\n", e->msg);
@@ -142,10 +149,8 @@ static int cmd_migrate(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--sql-dir") && i + 1 < argc)
 			dir_path = argv[++i];
-		else {
-			usage(stderr);
-			return 2;
-		}
+		else
+			return bad_usage();
 	}
 	dir_path = find_sql_dir(dir_path);
 	if (!dir_path) {
@@ -230,10 +235,8 @@ static int cmd_org(int argc, char **argv)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc < 2)
+		return bad_usage();
 	need_db();
 	if (!strcmp(argv[1], "create") && argc == 3) {
 		char id[SBX_ID_LEN + 1];
@@ -287,10 +290,8 @@ static int cmd_org(int argc, char **argv)
 			for (k = 0; k < SBX_ARRAY_LEN(lim); k++)
 				if (!strcmp(argv[i], lim[k].opt))
 					break;
-			if (k == SBX_ARRAY_LEN(lim) || i + 1 >= argc) {
-				usage(stderr);
-				return 2;
-			}
+			if (k == SBX_ARRAY_LEN(lim) || i + 1 >= argc)
+				return bad_usage();
 			val = argv[i + 1];
 			if (lim[k].unset && !strcmp(val, lim[k].unset))
 				val = NULL;
@@ -310,8 +311,7 @@ static int cmd_org(int argc, char **argv)
 		}
 		return 0;
 	}
-	usage(stderr);
-	return 2;
+	return bad_usage();
 }
 
 /* ---- keys ---- */
@@ -347,10 +347,8 @@ static int cmd_key(int argc, char **argv)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (argc < 3) {
-		usage(stderr);
-		return 2;
-	}
+	if (argc < 3)
+		return bad_usage();
 	need_db();
 	if (!strcmp(argv[1], "issue")) {
 		char org[SBX_ID_LEN + 1];
@@ -361,10 +359,8 @@ static int cmd_key(int argc, char **argv)
 				name = argv[++i];
 			else if (!strcmp(argv[i], "--admin"))
 				admin = 1;
-			else {
-				usage(stderr);
-				return 2;
-			}
+			else
+				return bad_usage();
 		}
 		need_auth();
 		org_id_of(argv[2], org);
@@ -418,8 +414,7 @@ static int cmd_key(int argc, char **argv)
 			fprintf(stderr, "revoked key %s\n", argv[2]);
 		return 0;
 	}
-	usage(stderr);
-	return 2;
+	return bad_usage();
 }
 
 int main(int argc, char **argv)
@@ -435,15 +430,13 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'c': conf = optarg; break;
 		case 'h': usage(stdout); return 0;
-		default: usage(stderr); return 2;
+		default: return bad_usage();
 		}
 	}
 	if (!conf)
 		conf = SBX_SYSCONFDIR "/sbx/sbx.conf";
-	if (optind >= argc) {
-		usage(stderr);
-		return 2;
-	}
+	if (optind >= argc)
+		return bad_usage();
 	if (sodium_init() < 0) {
 		fprintf(stderr, "sbx-admin: libsodium failed to initialise\n");
 		return 1;
@@ -459,10 +452,8 @@ int main(int argc, char **argv)
 		rc = cmd_org(argc, argv);
 	else if (!strcmp(argv[0], "key"))
 		rc = cmd_key(argc, argv);
-	else {
-		usage(stderr);
-		rc = 2;
-	}
+	else
+		rc = bad_usage();
 	sbx_db_close(&db);
 	sbx_config_free(cfg);
 	return rc;

@@ -212,36 +212,87 @@ static void on_auth(struct conn *c, const struct sbx_frame *f)
 	conn_send(c, SBX_F_AUTH_OK, 0, mac, sizeof(mac));
 }
 
-static void on_frame(struct conn *c, const struct sbx_frame *f)
+static int opens_stream(uint8_t type)
 {
-	sbx_err err = SBX_ERR_INIT;
-	struct sbx_exec_req req;
-	struct sbx_file_req freq;
-	struct sbx_attach_req areq;
-	const uint8_t *data;
-	struct xfer *x;
-	struct proc *p;
-	uint32_t v, pid;
-	size_t len;
-
-	/* frames that open a stream: never on one in use */
-	switch (f->type) {
+	switch (type) {
 	case SBX_F_EXEC:
 	case SBX_F_FILE:
 	case SBX_F_ATTACH:
 	case SBX_F_PROCS:
 	case SBX_F_PSTDIN:
 	case SBX_F_PSIGNAL:
-		if (stream_in_use(c, f->stream)) {
-			conn_kill(c, "a stream in use was opened again");
-			return;
-		}
-		break;
+		return 1;
 	default:
-		break;
+		return 0;
+	}
+}
+
+/* A frame that opens a stream: decoded and acted on; < 0 (err says why)
+ * when it is malformed. */
+static int on_request(struct conn *c, const struct sbx_frame *f, sbx_err *err)
+{
+	struct sbx_exec_req req;
+	struct sbx_file_req freq;
+	struct sbx_attach_req areq;
+	const uint8_t *data;
+	uint32_t v, pid;
+	size_t len;
+
+	switch (f->type) {
+	case SBX_F_EXEC:
+		if (sbx_exec_decode(f->payload, f->len, &req, err) < 0)
+			return -1;
+		proc_start(c, f->stream, &req);
+		sbx_exec_req_free(&req);
+		return 0;
+	case SBX_F_FILE:
+		if (sbx_file_decode(f->payload, f->len, &freq, err) < 0)
+			return -1;
+		on_file(c, f->stream, &freq);
+		return 0;
+	case SBX_F_ATTACH:
+		if (sbx_attach_decode(f->payload, f->len, &areq, err) < 0)
+			return -1;
+		on_attach(c, f->stream, &areq);
+		return 0;
+	case SBX_F_PROCS:
+		on_procs(c, f->stream);
+		return 0;
+	case SBX_F_PSTDIN:
+		if (sbx_pstdin_decode(f->payload, f->len, &pid, &data, &len, err) < 0)
+			return -1;
+		on_pstdin(c, f->stream, pid, data, len);
+		return 0;
+	case SBX_F_PSIGNAL:
+		if (sbx_psignal_decode(f->payload, f->len, &pid, &v, err) < 0)
+			return -1;
+		on_psignal(c, f->stream, pid, v);
+		return 0;
+	default:
+		return sbx_err_set(err, 0, "bad_frame", "not a request frame");
+	}
+}
+
+static void on_frame(struct conn *c, const struct sbx_frame *f)
+{
+	sbx_err err = SBX_ERR_INIT;
+	struct xfer *x;
+	struct proc *p;
+	uint32_t v;
+	int request = opens_stream(f->type);
+
+	/* a frame that opens a stream: never on one in use */
+	if (request && stream_in_use(c, f->stream)) {
+		conn_kill(c, "a stream in use was opened again");
+		return;
 	}
 	if (!c->authed) {
 		on_auth(c, f);
+		return;
+	}
+	if (request) {
+		if (on_request(c, f, &err) < 0)
+			conn_kill(c, err.msg);
 		return;
 	}
 	switch (f->type) {
@@ -250,45 +301,6 @@ static void on_frame(struct conn *c, const struct sbx_frame *f)
 		return;
 	case SBX_F_AUTH:
 		conn_kill(c, "AUTH twice");
-		return;
-	case SBX_F_EXEC:
-		if (sbx_exec_decode(f->payload, f->len, &req, &err) < 0) {
-			conn_kill(c, err.msg);
-			return;
-		}
-		proc_start(c, f->stream, &req);
-		sbx_exec_req_free(&req);
-		return;
-	case SBX_F_FILE:
-		if (sbx_file_decode(f->payload, f->len, &freq, &err) < 0) {
-			conn_kill(c, err.msg);
-			return;
-		}
-		on_file(c, f->stream, &freq);
-		return;
-	case SBX_F_ATTACH:
-		if (sbx_attach_decode(f->payload, f->len, &areq, &err) < 0) {
-			conn_kill(c, err.msg);
-			return;
-		}
-		on_attach(c, f->stream, &areq);
-		return;
-	case SBX_F_PROCS:
-		on_procs(c, f->stream);
-		return;
-	case SBX_F_PSTDIN:
-		if (sbx_pstdin_decode(f->payload, f->len, &pid, &data, &len, &err) < 0) {
-			conn_kill(c, err.msg);
-			return;
-		}
-		on_pstdin(c, f->stream, pid, data, len);
-		return;
-	case SBX_F_PSIGNAL:
-		if (sbx_psignal_decode(f->payload, f->len, &pid, &v, &err) < 0) {
-			conn_kill(c, err.msg);
-			return;
-		}
-		on_psignal(c, f->stream, pid, v);
 		return;
 	case SBX_F_STDIN:
 		/* an unknown stream is one that just ended: not an error */

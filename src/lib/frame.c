@@ -550,6 +550,34 @@ static int eq(const uint8_t *s, size_t n, const char *lit)
 	return strlen(lit) == n && memcmp(s, lit, n) == 0;
 }
 
+/* The next field as a number no greater than max. */
+static int field_u64(const uint8_t *p, size_t n, size_t *off, uint64_t max, uint64_t *v)
+{
+	const uint8_t *s;
+	size_t l;
+
+	return field(p, n, off, 0, &s, &l) && dec_u64(s, l, v) && *v <= max;
+}
+
+static int field_i64(const uint8_t *p, size_t n, size_t *off, int64_t *v)
+{
+	const uint8_t *s;
+	size_t l;
+
+	return field(p, n, off, 0, &s, &l) && dec_i64(s, l, v);
+}
+
+/* A line is its tab-separated head, already printed into out by snprintf
+ * (which returned `head`), and a free-text last field appended here: the
+ * line's length, or -1 when it does not fit. */
+static long line_end(char *out, size_t cap, int head, const char *tail, size_t tail_len)
+{
+	if (head < 0 || (size_t)head >= cap || (size_t)head + tail_len > cap)
+		return -1;
+	memcpy(out + head, tail, tail_len);
+	return (long)((size_t)head + tail_len);
+}
+
 static const char *const ftype_names[] = { NULL, "file", "dir", "symlink", "other" };
 
 const char *sbx_ftype_name(enum sbx_ftype t)
@@ -572,10 +600,7 @@ long sbx_list_entry_encode(const struct sbx_list_entry *e, char *out, size_t cap
 	if (!t || !name_valid(e->name, e->name_len) || e->mode > 07777 || e->size > INT64_MAX)
 		return -1;
 	n = snprintf(out, cap, "%s\t%" PRIu64 "\t%04o\t%" PRId64 "\t", t, e->size, e->mode, e->mtime);
-	if (n < 0 || (size_t)n + e->name_len > cap)
-		return -1;
-	memcpy(out + n, e->name, e->name_len);
-	return (long)((size_t)n + e->name_len);
+	return line_end(out, cap, n, e->name, e->name_len);
 }
 
 int sbx_list_entry_decode(const uint8_t *p, size_t n, struct sbx_list_entry *e, sbx_err *err)
@@ -594,7 +619,7 @@ int sbx_list_entry_decode(const uint8_t *p, size_t n, struct sbx_list_entry *e, 
 			e->type = (enum sbx_ftype)t;
 	if (!e->type)
 		goto bad;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &e->size) || e->size > INT64_MAX)
+	if (!field_u64(p, n, &off, INT64_MAX, &e->size))
 		goto bad;
 	if (!field(p, n, &off, 0, &s, &l) || l != 4)
 		goto bad;
@@ -605,7 +630,7 @@ int sbx_list_entry_decode(const uint8_t *p, size_t n, struct sbx_list_entry *e, 
 		u = u * 8 + (uint64_t)(s[i] - '0');
 	}
 	e->mode = (uint32_t)u;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &e->mtime))
+	if (!field_i64(p, n, &off, &e->mtime))
 		goto bad;
 	if (!field(p, n, &off, 1, &s, &l) || !name_valid((const char *)s, l))
 		goto bad;
@@ -649,10 +674,7 @@ long sbx_proc_info_encode(const struct sbx_proc_info *pi, char *out, size_t cap)
 			       "\t%" PRIu64 "\t",
 		     pi->pid, pi->running ? "running" : "exited", pi->exit_code, pi->signal,
 		     (unsigned)pi->flags, pi->started_ms, pi->ended_ms, pi->bytes);
-	if (n < 0 || (size_t)n + pi->cmd_len > cap)
-		return -1;
-	memcpy(out + n, pi->cmd, pi->cmd_len);
-	return (long)((size_t)n + pi->cmd_len);
+	return line_end(out, cap, n, pi->cmd, pi->cmd_len);
 }
 
 int sbx_proc_info_decode(const uint8_t *p, size_t n, struct sbx_proc_info *pi, sbx_err *err)
@@ -664,7 +686,7 @@ int sbx_proc_info_decode(const uint8_t *p, size_t n, struct sbx_proc_info *pi, s
 	memset(pi, 0, sizeof(*pi));
 	if (n > SBX_PROC_LINE_MAX)
 		goto bad;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > INT32_MAX)
+	if (!field_u64(p, n, &off, INT32_MAX, &u))
 		goto bad;
 	pi->pid = (uint32_t)u;
 	if (!field(p, n, &off, 0, &s, &l))
@@ -673,20 +695,17 @@ int sbx_proc_info_decode(const uint8_t *p, size_t n, struct sbx_proc_info *pi, s
 		pi->running = 1;
 	else if (!eq(s, l, "exited"))
 		goto bad;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 255)
+	if (!field_u64(p, n, &off, 255, &u))
 		goto bad;
 	pi->exit_code = (int32_t)u;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 64)
+	if (!field_u64(p, n, &off, 64, &u))
 		goto bad;
 	pi->signal = (uint32_t)u;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &u) || u > 255)
+	if (!field_u64(p, n, &off, 255, &u))
 		goto bad;
 	pi->flags = (uint8_t)u;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &pi->started_ms))
-		goto bad;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_i64(s, l, &pi->ended_ms))
-		goto bad;
-	if (!field(p, n, &off, 0, &s, &l) || !dec_u64(s, l, &pi->bytes))
+	if (!field_i64(p, n, &off, &pi->started_ms) || !field_i64(p, n, &off, &pi->ended_ms) ||
+	    !field_u64(p, n, &off, UINT64_MAX, &pi->bytes))
 		goto bad;
 	if (!field(p, n, &off, 1, &s, &l))
 		goto bad;

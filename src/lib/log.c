@@ -106,34 +106,21 @@ static void vlog(int level, int with_errno, const char *fmt, va_list ap)
 	errno = saved;
 }
 
-#define LOGFN(name, lvl, en)                     \
+/* The printf-style entry points: level, whether errno's text is added,
+ * and what follows the line (fatal and fatalx exit). */
+#define LOGFN(name, lvl, en, then)               \
 	void name(const char *fmt, ...)          \
 	{                                        \
 		va_list ap;                      \
 		va_start(ap, fmt);               \
 		vlog(lvl, en, fmt, ap);          \
 		va_end(ap);                      \
+		then;                            \
 	}
-LOGFN(log_debug, SBX_LOG_DEBUG, 0)
-LOGFN(log_info, SBX_LOG_INFO, 0)
-LOGFN(log_warn, SBX_LOG_WARN, 1)
-LOGFN(log_warnx, SBX_LOG_WARN, 0)
-LOGFN(log_error, SBX_LOG_ERROR, 0)
-
-void fatal(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vlog(SBX_LOG_ERROR, 1, fmt, ap);
-	va_end(ap);
-	exit(1);
-}
-
-void fatalx(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vlog(SBX_LOG_ERROR, 0, fmt, ap);
-	va_end(ap);
-	exit(1);
-}
+LOGFN(log_debug, SBX_LOG_DEBUG, 0, (void)0)
+LOGFN(log_info, SBX_LOG_INFO, 0, (void)0)
+LOGFN(log_warn, SBX_LOG_WARN, 1, (void)0)
+LOGFN(log_warnx, SBX_LOG_WARN, 0, (void)0)
+LOGFN(log_error, SBX_LOG_ERROR, 0, (void)0)
+LOGFN(fatal, SBX_LOG_ERROR, 1, exit(1))
+LOGFN(fatalx, SBX_LOG_ERROR, 0, exit(1))

@@ -220,6 +220,15 @@ fail:
 	return -1;
 }
 
+/* A string property, present (flagged) only when given. */
+static void opt_prop(amqp_basic_properties_t *props, amqp_flags_t flag, amqp_bytes_t *field, const char *v)
+{
+	if (!v)
+		return;
+	props->_flags |= flag;
+	*field = amqp_cstring_bytes(v);
+}
+
 static int publish(sbx_mq *mq, amqp_bytes_t exchange, const char *routing_key, const void *body, size_t len,
 		   const struct sbx_mq_pub *p, sbx_err *err)
 {
@@ -235,26 +244,14 @@ static int publish(sbx_mq *mq, amqp_bytes_t exchange, const char *routing_key, c
 	props._flags = AMQP_BASIC_CONTENT_TYPE_FLAG | AMQP_BASIC_DELIVERY_MODE_FLAG;
 	props.content_type = amqp_cstring_bytes("application/json");
 	props.delivery_mode = p && p->persistent ? 2 : 1;
-	if (p && p->type) {
-		props._flags |= AMQP_BASIC_TYPE_FLAG;
-		props.type = amqp_cstring_bytes(p->type);
+	if (p) {
+		opt_prop(&props, AMQP_BASIC_TYPE_FLAG, &props.type, p->type);
+		opt_prop(&props, AMQP_BASIC_CORRELATION_ID_FLAG, &props.correlation_id, p->correlation_id);
+		opt_prop(&props, AMQP_BASIC_REPLY_TO_FLAG, &props.reply_to, p->reply_to);
+		opt_prop(&props, AMQP_BASIC_EXPIRATION_FLAG, &props.expiration, p->expiration_ms);
 	}
-	if (p && p->correlation_id) {
-		props._flags |= AMQP_BASIC_CORRELATION_ID_FLAG;
-		props.correlation_id = amqp_cstring_bytes(p->correlation_id);
-	}
-	if (p && p->reply_to) {
-		props._flags |= AMQP_BASIC_REPLY_TO_FLAG;
-		props.reply_to = amqp_cstring_bytes(p->reply_to);
-	}
-	if (p && p->expiration_ms) {
-		props._flags |= AMQP_BASIC_EXPIRATION_FLAG;
-		props.expiration = amqp_cstring_bytes(p->expiration_ms);
-	}
-	if (mq->boot_id[0]) {
-		props._flags |= AMQP_BASIC_APP_ID_FLAG;
-		props.app_id = amqp_cstring_bytes(mq->boot_id);
-	}
+	if (mq->boot_id[0])
+		opt_prop(&props, AMQP_BASIC_APP_ID_FLAG, &props.app_id, mq->boot_id);
 	{
 		const char *rid = p && p->request_id ? p->request_id : sbx_log_request_id();
 		if (rid && rid[0]) {

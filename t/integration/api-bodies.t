@@ -5,10 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 require_stack
 
-ORG=$(new_org it-body)
-KEY=$(new_key "$ORG")
-like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
-export REQ_AUTH="x-api-key: $KEY"
+fresh_org it-body x-api-key
 
 count() { psql_q "SELECT count(*) FROM sandboxes WHERE org_id = '$ORG'"; }
 

@@ -5,10 +5,7 @@
 require_stack
 
 # A fresh organisation: its list starts empty whatever other tests did.
-ORG=$(new_org it-disc)
-KEY=$(new_key "$ORG")
-like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
-export REQ_AUTH="x-api-key: $KEY"
+fresh_org it-disc x-api-key
 
 for mode in $MODES; do
 	T_SECTION=$mode

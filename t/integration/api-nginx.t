@@ -83,7 +83,7 @@ restart_api() {
 	fi
 }
 # Whatever happens below, the shared stack gets its API back.
-trap 'rc=$?; restart_api; t_end $rc' EXIT
+t_on_exit restart_api
 if [ -n "$pid" ] && kill -TERM "$pid" 2> /dev/null; then
 	wait_until 60 eval '! kill -0 $pid 2> /dev/null'
 	ok $? "sbx-api (pid $pid) exited after SIGTERM"

@@ -14,7 +14,7 @@ restore() {
 	[ $pg_down = 1 ] && { sbx_pg_start > /dev/null 2>&1; pg_down=0; }
 	[ $mq_down = 1 ] && { sbx_mq_start > /dev/null 2>&1; mq_down=0; }
 }
-trap 'rc=$?; restore; t_end $rc' EXIT
+t_on_exit restore
 
 children=$(conf_get api_children)
 [[ $children =~ ^[0-9]+$ ]] || children=8

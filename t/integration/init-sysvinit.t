@@ -5,31 +5,16 @@
 # environment overrides.
 set -u
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-SCRIPT=$REPO/init/sysvinit/sbx-worker
+. "$(dirname "$0")/lib.sh"
+SCRIPT=$SBX_REPO/init/sysvinit/sbx-worker
 
 # ---- the stack (only its RabbitMQ is used, by the provisioner) ----
-amqp_up() { # URL
-	local hp=${1#*@}
-	hp=${hp%%/*}
-	(exec 3<>"/dev/tcp/${hp%:*}/${hp##*:}") 2>/dev/null
-}
-if [ -z "${SBX_TEST_AMQP_URL:-}" ]; then
-	[ -r "$REPO/scripts/stack-env" ] && . "$REPO/scripts/stack-env"
-	conf_url() { [ -r "${SBX_CONF:-}" ] && sed -n 's/^[[:space:]]*amqp_url[[:space:]]*=[[:space:]]*//p' "$SBX_CONF" | tail -n 1; }
-	if ! amqp_up "$(conf_url)"; then
-		[ -x "$REPO/scripts/stack-up" ] || { echo "Bail out! no stack: scripts/stack-up is missing"; exit 1; }
-		"$REPO/scripts/stack-up" >&2 || { echo "Bail out! scripts/stack-up failed"; exit 1; }
-		. "$REPO/scripts/stack-env"
-	fi
-	SBX_TEST_AMQP_URL=$(conf_url)
-fi
-BUILD=${SBX_BUILD:-$REPO/build}
-BIN=${SBX_WORKER_BIN:-$BUILD/workers/sbx-worker}
-[ -x "$BIN" ] || { echo "Bail out! $BIN is not built"; exit 1; }
-command -v start-stop-daemon >/dev/null || { echo "Bail out! start-stop-daemon is missing"; exit 1; }
+require_amqp
+BIN=$SBX_WORKER_BIN
+[ -x "$BIN" ] || bail "$BIN is not built"
+command -v start-stop-daemon >/dev/null || bail "start-stop-daemon is missing"
 
-T=$(mktemp -d /tmp/sbx-init-sysvinit.XXXXXX)
+T=$T_TMP
 CONF=$T/sbx.conf
 PIDFILE=$T/run/sbx-worker.pid
 LOG=$T/worker.log
@@ -38,34 +23,10 @@ unset SBX_WORKER_PIDFILE # the script must find it in the config
 SEEN=() # every master pid we saw, killed at exit if still there
 cleanup() {
 	"$SCRIPT" stop >/dev/null 2>&1
-	for p in "${SEEN[@]}"; do
-		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
-		kill -KILL "$p" 2>/dev/null
-	done
-	rm -rf "$T"
+	kill_tree "${SEEN[@]}"
 }
-trap cleanup EXIT
+t_on_exit cleanup
 
-N=0
-FAILED=0
-ok() {
-	N=$((N + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $N - $2"; else echo "not ok $N - $2"; FAILED=1; fi
-}
-diag() { sed 's/^/# /' >&2; }
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	until "$@"; do
-		n=$((n - 1))
-		[ $n -le 0 ] && return 1
-		sleep 0.1
-	done
-}
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-dead() { ! alive "$1"; }
-children() { ps -o pid= --ppid "$1" | tr -d ' ' | sort; }
-nchildren_is() { [ "$(children "$1" | grep -c .)" -eq "$2" ]; }
 in_log() { grep -q -- "$1" "$LOG"; }
 log_count() { grep -c -- "$1" "$LOG"; }
 # no child of $1 is in the list $2
@@ -83,7 +44,7 @@ write_conf() {
 	CONF
 }
 
-echo "1..17"
+plan 17
 
 # ---- start ----
 write_conf
@@ -93,7 +54,7 @@ M1=$(cat "$PIDFILE" 2>/dev/null)
 SEEN+=("$M1")
 [ $rc -eq 0 ] && [ -n "$M1" ] && alive "$M1" && [ "$(readlink "/proc/$M1/exe")" = "$(readlink -f "$BIN")" ]
 ok $? "start: rc $rc, the pidfile names a live sbx-worker master (pid $M1)"
-wait_for 10 nchildren_is "$M1" 3
+wait_until 10 nchildren_is "$M1" 3
 ok $? "start: the master has its 3 children"
 
 # ---- status ----
@@ -110,7 +71,7 @@ rc=$?
 [ $rc -eq 0 ]
 ok $? "reload with a good config: rc $rc"
 reloaded() { nchildren_is "$M1" 4 && all_new "$M1" "$OLDKIDS"; }
-wait_for 15 reloaded && in_log "config reloaded (1 children added)"
+wait_until 15 reloaded && in_log "config reloaded (1 children added)"
 ok $? "reload replaced every child ($(echo $OLDKIDS) -> $(echo $(children "$M1"))) and added the second reaper"
 [ "$(cat "$PIDFILE")" = "$M1" ] && alive "$M1"
 ok $? "reload kept the master (pid $M1)"
@@ -125,7 +86,7 @@ ok $? "reload with a bad config: the script refuses (rc $rc) and names the error
 refused=$(log_count "reload refused")
 kill -HUP "$M1" # forced, past the script
 more_refusals() { [ "$(log_count "reload refused")" -gt "$refused" ]; }
-wait_for 10 more_refusals && in_log "reload refused, keeping the running config: .*worker_reapers"
+wait_until 10 more_refusals && in_log "reload refused, keeping the running config: .*worker_reapers"
 ok $? "a forced SIGHUP with the bad config: the master logs 'reload refused'"
 alive "$M1" && [ "$(children "$M1")" = "$KIDS" ]
 ok $? "... and keeps running with the same children ($(echo $KIDS))"
@@ -142,7 +103,7 @@ M2=$(cat "$PIDFILE" 2>/dev/null)
 SEEN+=("$M2")
 [ $rc -eq 0 ] && [ -n "$M2" ] && [ "$M2" != "$M1" ] && alive "$M2" && dead "$M1"
 ok $? "restart: rc $rc, a new master (pid $M1 -> ${M2:-none}), the old one gone"
-wait_for 10 nchildren_is "$M2" 3
+wait_until 10 nchildren_is "$M2" 3
 ok $? "restart: the new master has its 3 children"
 
 # ---- stop ----
@@ -171,5 +132,5 @@ rc=$?
 [ $rc -ne 0 ] && [ ! -e "$PIDFILE" ] && echo "$out" | grep -q "log_level"
 ok $? "start with a bad config fails (rc $rc) and starts nothing"
 
-[ $FAILED -eq 0 ] || { echo "# log:"; diag <"$LOG"; }
-exit $FAILED
+[ $T_FAILED -eq 0 ] || diag "log:"$'\n'"$(cat "$LOG")"
+finish

@@ -84,57 +84,23 @@ ok() {
 	return 1
 }
 
-is() {
-	local got=$1 want=$2 msg=$3
-	if [ "$got" = "$want" ]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected: '$want'"
+# t_compare PASS MSG GOT WANTED: one test point; a failure shows what was
+# got (the first 600 bytes), the WANTED line and the last response.
+t_compare() {
+	t_result "$1" "$2" && return 0
+	diag "     got: '$(printf '%s' "$3" | head -c 600)'"
+	diag "$4"
 	t_show_last
 	return 1
 }
 
-isnt() {
-	local got=$1 notwant=$2 msg=$3
-	if [ "$got" != "$notwant" ]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "got '$got', which it must not be"
-	t_show_last
-	return 1
-}
+# is GOT WANT MSG; isnt GOT NOTWANT MSG
+is() { local p=0; [ "$1" = "$2" ] && p=1; t_compare $p "$3" "$1" "expected: '$2'"; }
+isnt() { local p=0; [ "$1" != "$2" ] && p=1; t_compare $p "$3" "$1" "expected anything but that"; }
 
-# like GOT REGEX MSG (bash extended regular expression)
-like() {
-	local got=$1 re=$2 msg=$3
-	if [[ $got =~ $re ]]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected to match: /$re/"
-	t_show_last
-	return 1
-}
-
-unlike() {
-	local got=$1 re=$2 msg=$3
-	if ! [[ $got =~ $re ]]; then
-		t_result 1 "$msg"
-		return 0
-	fi
-	t_result 0 "$msg"
-	diag "     got: '$(printf '%s' "$got" | head -c 600)'"
-	diag "expected NOT to match: /$re/"
-	t_show_last
-	return 1
-}
+# like GOT REGEX MSG (bash extended regular expression); unlike GOT REGEX MSG
+like() { local p=0; [[ $1 =~ $2 ]] && p=1; t_compare $p "$3" "$1" "expected to match: /$2/"; }
+unlike() { local p=0; [[ $1 =~ $2 ]] || p=1; t_compare $p "$3" "$1" "expected NOT to match: /$2/"; }
 
 skip() {
 	local n=$1 why=$2 i
@@ -176,6 +142,35 @@ finish() {
 		exit 1
 	fi
 	exit 0
+}
+
+# ---- what a test needs, and its clean-up ---------------------------------
+
+# t_require [--root WHY] CMD...: skips the whole file (the TAP plan
+# "1..0 # SKIP ...") unless it runs as root (with --root; WHY says what
+# for) and every CMD is on PATH.
+t_require() {
+	if [ "${1:-}" = --root ]; then
+		[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root ($2)"; exit 0; }
+		shift 2
+	fi
+	local p
+	for p in "$@"; do
+		command -v "$p" > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
+	done
+}
+
+# t_on_exit FUNC...: the EXIT trap runs each FUNC (clean-ups, in this
+# order), then t_end with the status the test exited with.
+T_ON_EXIT=()
+t_on_exit() {
+	T_ON_EXIT=("$@")
+	trap t_exit_cleanup EXIT
+}
+t_exit_cleanup() {
+	local rc=$? f
+	for f in "${T_ON_EXIT[@]}"; do "$f"; done
+	t_end $rc
 }
 
 # ---- the stack ----------------------------------------------------------
@@ -228,6 +223,50 @@ require_stack() {
 	[ -f "$SBX_CONF" ] || bail "no config at $SBX_CONF"
 	command -v curl > /dev/null || bail "curl is missing"
 	command -v jq > /dev/null || bail "jq is missing"
+}
+
+# amqp_up URL: something answers on URL's host:port.
+amqp_up() {
+	local hp=${1#*@}
+	hp=${hp%%/*}
+	(exec 3<> "/dev/tcp/${hp%:*}/${hp##*:}") 2> /dev/null
+}
+
+# require_amqp: SBX_TEST_AMQP_URL, else the stack's RabbitMQ (bringing the
+# stack up when it is down), for tests that run workers of their own
+# (worker-master.t, init-sysvinit.t); bails when RabbitMQ cannot be reached.
+require_amqp() {
+	if [ -z "${SBX_TEST_AMQP_URL:-}" ]; then
+		if ! amqp_up "$(conf_get amqp_url 2> /dev/null)"; then
+			[ -x "$SBX_REPO/scripts/stack-up" ] || bail "no stack: scripts/stack-up is missing"
+			"$SBX_REPO/scripts/stack-up" >&2 || bail "scripts/stack-up failed"
+			. "$SBX_REPO/scripts/stack-env"
+		fi
+		SBX_TEST_AMQP_URL=$(conf_get amqp_url 2> /dev/null)
+	fi
+	amqp_up "$SBX_TEST_AMQP_URL" || bail "RabbitMQ is not reachable"
+}
+
+# Processes a test starts itself (worker masters and their children).
+# alive PID: running and not a zombie; dead PID: not alive.
+alive() { kill -0 "$1" 2> /dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2> /dev/null; }
+dead() { ! alive "$1"; }
+# children PID: its children's pids, sorted; nchildren_is PID N: it has N.
+children() { ps -o pid= --ppid "$1" | tr -d ' ' | sort; }
+nchildren_is() { [ "$(children "$1" | grep -c .)" -eq "$2" ]; }
+# BGPIDS: background helpers the test started; kill_bgpids ends them.
+BGPIDS=()
+kill_bgpids() {
+	local p
+	for p in "${BGPIDS[@]}"; do kill "$p" 2> /dev/null; done
+}
+# kill_tree PID...: SIGKILL to each PID's children, then to PID.
+kill_tree() {
+	local p c
+	for p in "$@"; do
+		for c in $(ps -o pid= --ppid "$p" 2> /dev/null); do kill -KILL "$c" 2> /dev/null; done
+		kill -KILL "$p" 2> /dev/null
+	done
 }
 
 # ---- requests -----------------------------------------------------------
@@ -360,6 +399,21 @@ new_org() { admin org create "$(uniq_name "$1")" 2> "$T_TMP/admin.err" | tr -d '
 # new_key ORG: issues a key; prints the token.
 new_key() { admin key issue "$1" 2> "$T_TMP/admin.err" | tr -d ' \n'; }
 
+# fresh_org PREFIX [HEADER]: a new organisation (ORG) and key (KEY), one
+# test point saying they were made; the requests that follow authenticate
+# with "HEADER: KEY" (REQ_AUTH; default "Authorization: Bearer").
+fresh_org() {
+	ORG=$(new_org "$1")
+	KEY=$(new_key "$ORG")
+	like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
+	if [ -n "${2:-}" ]; then
+		REQ_AUTH="$2: $KEY"
+	else
+		REQ_AUTH="Authorization: Bearer $KEY"
+	fi
+	export REQ_AUTH
+}
+
 # key_id_of_token ORG TOKEN: the id of a key from `key list` (matched by prefix).
 key_id_of_token() {
 	local org=$1 tok=$2
@@ -375,6 +429,35 @@ chan_key_env() {
 	SBX_CHANNEL_KEY=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
 	SBX_SANDBOX_ID=$(random_id)
 	export SBX_CHANNEL_KEY SBX_SANDBOX_ID
+}
+
+# sbxinit_bins: INIT and CTL, the build's sbx-init and t/init/initctl (or
+# SBX_INIT_BIN, SBX_INITCTL_BIN) for the sbxinit-*.t; bails when one is
+# not built.
+sbxinit_bins() {
+	INIT=${SBX_INIT_BIN:-$SBX_BUILD/src/init/sbx-init}
+	CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
+	[ -x "$INIT" ] || bail "no $INIT (make)"
+	[ -x "$CTL" ] || bail "no $CTL (make check builds it)"
+}
+
+# sbxinit_start: $INIT on the host, with a channel key of its own
+# (chan_key_env), its channel at SOCK=$T_TMP/channel.sock, its processes'
+# output in $T_TMP/procs and its stderr in $T_TMP/init.log; INITPID is its
+# pid. At exit, the background clients the test adds to BGPIDS and
+# sbx-init are killed. Returns once the channel is there.
+sbxinit_start() {
+	SOCK=$T_TMP/channel.sock
+	chan_key_env
+	"$INIT" --channel "$SOCK" --procs-dir "$T_TMP/procs" 2> "$T_TMP/init.log" &
+	INITPID=$!
+	t_on_exit sbxinit_stop
+	wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T_TMP/init.log")"
+}
+sbxinit_stop() {
+	kill_bgpids
+	kill "$INITPID" 2> /dev/null
+	wait "$INITPID" 2> /dev/null
 }
 
 # wait_until SECONDS CMD...: polls CMD every 0.2 s; fails after SECONDS.
@@ -537,6 +620,15 @@ node_consuming_since() { log_since "$1" | grep -q 'sbx-worker-node\[[0-9]*\] inf
 
 RT_BG=()
 
+# rt_begin: the start of a test through the public API after its
+# t_require: the stack is up, RT_MARK marks the log (rt_note_restarts), and
+# at exit the background readers end and the sandboxes made are deleted.
+rt_begin() {
+	require_stack
+	RT_MARK=$(log_mark)
+	t_on_exit rt_kill_bg sb_cleanup
+}
+
 # rt_setup PREFIX: a fresh organisation and key for this test (REQ_AUTH),
 # with room for the sandboxes it makes.
 rt_setup() {
@@ -576,6 +668,17 @@ print(b.hex())' "$1" 2> /dev/null
 }
 
 rt_auth() { echo "${REQ_AUTH-"Authorization: Bearer $SBX_KEY"}"; }
+
+# rt_body MODE: the last req's body, byte-exact, into $T_TMP/body (fcgi:
+# what follows the CGI head; req keeps the raw answer in $T_TMP/out).
+rt_body() {
+	if [ "$1" = nginx ]; then
+		cp "$T_TMP/out" "$T_TMP/body"
+	else
+		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); i=d.find(b"\r\n\r\n"); sys.stdout.buffer.write(d[i+4:] if i>=0 else b"")' \
+			"$T_TMP/out" > "$T_TMP/body"
+	fi
+}
 
 # rt_json CMD [TIMEOUT] [STREAM]: an exec body.
 rt_json() {

@@ -13,10 +13,7 @@
 # (the in-flight exec ends with sandbox_dead, the record is failed).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq sha256sum; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc" runsc jq sha256sum
 require_stack
 [ -n "${SBX_AMQP_URL:-}" ] || bail "SBX_AMQP_URL is not set (scripts/stack-env)"
 
@@ -29,8 +26,7 @@ if [ ! -x "$R" ] || [ "$SBX_REPO/t/relay/relayctl.c" -nt "$R" ]; then
 		$(pkg-config --libs jansson librabbitmq libsodium libpq) || bail "cannot build relayctl"
 fi
 
-BGPIDS=()
-trap 'rc=$?; for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null; done; sb_cleanup; t_end $rc' EXIT
+t_on_exit kill_bgpids sb_cleanup
 plan 52
 
 T=$T_TMP

@@ -7,13 +7,8 @@
 # Through nginx and straight to the FastCGI program.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq python3; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-RT_MARK=$(log_mark)
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc" runsc jq python3
+rt_begin
 T=$T_TMP
 
 rt_setup it-rt-code
@@ -22,12 +17,6 @@ A=$RT_ID
 
 # code_body LANG CODE [EXTRA_JQ]: a /code body.
 code_body() { jq -nc --arg l "$1" --arg c "$2" "{language:\$l, code:\$c} ${3:+| $3}"; }
-
-body_of() {
-	if [ "$1" = nginx ]; then cp "$T/out" "$T/body"; else
-		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); i=d.find(b"\r\n\r\n"); sys.stdout.buffer.write(d[i+4:])' "$T/out" > "$T/body"
-	fi
-}
 
 declare -A OK_CODE=(
 	[python]='import sys, os
@@ -72,7 +61,7 @@ for M in $MODES; do
 
 		req $M POST "/sandboxes/$A/code" "$(code_body $L "${OK_CODE[$L]}" '.env = {CALLENV:"call"} | .cwd = "/tmp" | .stream = true')"
 		like "$STATUS $(hdr content-type)" '^200 text/event-stream' "SSE: 200 text/event-stream"
-		body_of $M
+		rt_body $M
 		rt_frames "$T/body" sse > "$T/frames" 2> "$T/frames.err"
 		ok $? "SSE: framing ($(cat "$T/frames.err"))"
 		rt_frames_ok "$T/frames"
@@ -82,7 +71,7 @@ for M in $MODES; do
 
 		req $M POST "/sandboxes/$A/code" "$(code_body $L "${OK_CODE[$L]}" '.stream = true')" -H 'Accept: application/x-ndjson'
 		like "$STATUS $(hdr content-type)" '^200 application/x-ndjson' "NDJSON: 200 application/x-ndjson"
-		body_of $M
+		rt_body $M
 		rt_frames "$T/body" ndjson > "$T/frames" 2> "$T/frames.err"
 		ok $? "NDJSON: framing ($(cat "$T/frames.err"))"
 		is "$(tail -n1 "$T/frames" | jq -r '.type + "," + (.exit_code|tostring)')" "done,3" "NDJSON: ends with done, 3"

@@ -11,28 +11,13 @@
 # sandbox becomes failed), and the exec record + last_activity_at.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq python3 sha256sum base64; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-RT_MARK=$(log_mark)
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc" runsc jq python3 sha256sum base64
+rt_begin
 
 rt_setup it-rt-exec
 rt_new it-rt-exec-a '"env":{"SBENV":"base","OVER":"sandbox"}'
 A=$RT_ID
 T=$T_TMP
-
-# body_file MODE: the raw body of the last req (fcgi: after the CGI head).
-body_file() {
-	if [ "$1" = nginx ]; then
-		cp "$T/out" "$T/body"
-	else
-		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); i=d.find(b"\r\n\r\n"); sys.stdout.buffer.write(d[i+4:] if i>=0 else b"")' \
-			"$T/out" > "$T/body"
-	fi
-}
 
 # exec_req MODE JSON [-H ...]: POST .../exec.
 exec_req() {
@@ -55,7 +40,7 @@ for M in $MODES; do
 	exec_req $M '{"cmd":"echo one; echo two >&2; echo three; exit 5","stream":true}'
 	is "$STATUS" 200 "streamed exec answers 200"
 	like "$(hdr content-type)" '^text/event-stream' "Content-Type: text/event-stream"
-	body_file $M
+	rt_body $M
 	rt_frames "$T/body" sse > "$T/frames" 2> "$T/frames.err"
 	ok $? "SSE: every event is one 'data: {json}' line and a blank line ($(cat "$T/frames.err"))"
 	rt_frames_ok "$T/frames"
@@ -69,7 +54,7 @@ for M in $MODES; do
 	exec_req $M '{"cmd":"echo one; echo two >&2; exit 6","stream":true}' -H 'Accept: application/x-ndjson'
 	is "$STATUS" 200 "NDJSON exec answers 200"
 	like "$(hdr content-type)" '^application/x-ndjson' "Content-Type: application/x-ndjson"
-	body_file $M
+	rt_body $M
 	rt_frames "$T/body" ndjson > "$T/frames" 2> "$T/frames.err"
 	ok $? "NDJSON: one JSON frame per line ($(cat "$T/frames.err"))"
 	rt_frames_ok "$T/frames"
@@ -120,7 +105,7 @@ for M in $MODES; do
 done
 T_SECTION=""
 exec_req nginx '{"cmd":"echo partial; sleep 999","timeout_seconds":1,"stream":true}'
-body_file nginx
+rt_body nginx
 rt_frames "$T/body" sse > "$T/frames" 2> "$T/frames.err"
 is "$(rt_collect "$T/frames" stdout)|$(tail -n1 "$T/frames" | jq -r '[.type, .exit_code, .timed_out] | join(",")')" \
 	"partial|done,124,true" "streamed timeout: output kept, final done frame with 124 and timed_out"
@@ -134,18 +119,18 @@ for M in $MODES; do
 	is "$(j .data.stderr_encoding)|$(j .data.stderr | base64 -d 2> /dev/null | od -An -tx1 | tr -d ' \n')|$(j '.data.stdout_encoding // "none"')|$(j .data.stdout)" \
 		"base64|6f6bfffe|none|plain" "JSON: invalid UTF-8 on stderr is base64 (stderr_encoding), stdout stays text"
 	exec_req $M "{\"cmd\":\"printf 'x\\\\000y\\\\377'\",\"stream\":true}"
-	body_file $M
+	rt_body $M
 	rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 	is "$(grep '"stdout"' "$T/frames" | jq -r '.encoding // "none"' | sort -u | tr '\n' ' ')|$(rt_collect "$T/frames" stdout | od -An -tx1 | tr -d ' \n')" \
 		"base64 |780079ff" "SSE: binary output comes in frames with encoding base64, byte-exact"
 	# a character (EURO SIGN, e2 82 ac) split across two writes
 	exec_req $M "{\"cmd\":\"printf '\\\\342\\\\202'; sleep 0.5; printf '\\\\254\\\\n'\",\"stream\":true}"
-	body_file $M
+	rt_body $M
 	rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 	is "$(grep -c '"encoding"' "$T/frames")|$(rt_collect "$T/frames" stdout)" "0|€" \
 		"SSE: a UTF-8 character split across two writes still arrives as text"
 	exec_req $M "{\"cmd\":\"printf 'x\\\\342\\\\202'; sleep 0.5; printf '\\\\254\\\\n'\",\"stream\":true}"
-	body_file $M
+	rt_body $M
 	rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 	is "$(grep -c '"encoding"' "$T/frames")|$(rt_collect "$T/frames" stdout)" "0|x€" \
 		"SSE: the same after an ASCII byte in the first write"
@@ -159,7 +144,7 @@ like "$sum_in" '^[0-9a-f]{64}$' "a random 1 MiB file made inside"
 exec_req nginx '{"cmd":"cat /tmp/rnd"}'
 is "$(j .data.stdout | base64 -d 2> /dev/null | sha256sum | cut -d' ' -f1)" "$sum_in" "JSON: 1 MiB of random bytes byte-exact"
 exec_req nginx '{"cmd":"cat /tmp/rnd","stream":true}'
-body_file nginx
+rt_body nginx
 rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 is "$(rt_collect "$T/frames" stdout | sha256sum | cut -d' ' -f1)" "$sum_in" "SSE: 1 MiB of random bytes byte-exact"
 

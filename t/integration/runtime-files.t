@@ -10,13 +10,8 @@
 # writing through it never touches the host.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq python3 sha256sum; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-RT_MARK=$(log_mark)
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc" runsc jq python3 sha256sum
+rt_begin
 T=$T_TMP
 
 rt_setup it-rt-files
@@ -24,12 +19,6 @@ rt_new it-rt-files
 A=$RT_ID
 F=/sandboxes/$A/files
 
-# raw_body MODE: the last answer's body, byte-exact, into $T/body.
-raw_body() {
-	if [ "$1" = nginx ]; then cp "$T/out" "$T/body"; else
-		python3 -c 'import sys; d=open(sys.argv[1],"rb").read(); i=d.find(b"\r\n\r\n"); sys.stdout.buffer.write(d[i+4:] if i >= 0 else b"")' "$T/out" > "$T/body"
-	fi
-}
 sha() { sha256sum < "$1" | cut -d' ' -f1; }
 OCT=(-H 'Content-Type: application/octet-stream')
 
@@ -42,7 +31,7 @@ for M in $MODES; do
 	is "$STATUS" 204 "PUT of 5 MB of random bytes: 204"
 	is "$(rt_sh "$A" "sha256sum < /tmp/r5-$M.bin | cut -d' ' -f1")" "$R5" "inside, the file is byte-exact"
 	req $M GET "$F/tmp/r5-$M.bin"
-	raw_body $M
+	rt_body $M
 	is "$STATUS|$(hdr content-type)" "200|application/octet-stream" "GET: 200 application/octet-stream"
 	is "$(sha "$T/body")" "$R5" "GET gives back the same 5 MB, byte-exact"
 	req $M PUT "$F/tmp/empty-$M" "@/dev/null" "${OCT[@]}"
@@ -179,7 +168,7 @@ for M in $MODES; do
 	req $M GET "$F/tmp/root/etc/hostname"
 	is "$STATUS|$BODY" "200|$SB_HOSTNAME" "a symlink to / reads the sandbox's /etc/hostname, not the host's"
 	req $M GET "$F/tmp/proc/1/cmdline"
-	raw_body $M
+	rt_body $M
 	got=$(tr '\0' ' ' < "$T/body")
 	isnt "$got" "$HOST_INIT" "a symlink to /proc never shows the host's pid 1 ($STATUS: '${got:0:60}')"
 	ok "[ \"$STATUS\" != 200 ] || [ \"\$got\" = \"\$(cat \"\$T/sb-init-cmdline\")\" ]" "through /proc: the sandbox's own pid 1, or refused"

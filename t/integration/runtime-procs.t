@@ -9,13 +9,8 @@
 # their sandbox (an independent listing finds nothing left).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the node agent)"; exit 0; }
-for p in runsc jq python3; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-RT_MARK=$(log_mark)
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc, kill of the node agent" runsc jq python3
+rt_begin
 T=$T_TMP
 
 rt_setup it-rt-procs

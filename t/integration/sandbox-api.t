@@ -9,12 +9,9 @@
 # nothing made; the template list names debian-12.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, nft, losetup)"; exit 0; }
-for p in runsc nft ip jq; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, nft, losetup" runsc nft ip jq
 require_stack
-trap 'rc=$?; sb_cleanup; t_end $rc' EXIT
+t_on_exit sb_cleanup
 
 ORG=$(new_org it-sbapi)
 KEY=$(new_key "$ORG")

@@ -19,12 +19,9 @@
 # child (new pid, log line); for a start process the node agent lives on.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the stack's worker)"; exit 0; }
-for p in runsc nft ip jq; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, kill of the stack's worker" runsc nft ip jq
 require_stack
-trap 'rc=$?; sb_cleanup; t_end $rc' EXIT
+t_on_exit sb_cleanup
 
 RPC_TIMEOUT=$(conf_get rpc_timeout)
 : "${RPC_TIMEOUT:=60}"
@@ -32,10 +29,7 @@ REAPER_INTERVAL=$(conf_get reaper_interval)
 : "${REAPER_INTERVAL:=10}"
 SBDIR=$SB_STATE/sandboxes
 
-ORG=$(new_org it-crash)
-KEY=$(new_key "$ORG")
-like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
-export REQ_AUTH="Authorization: Bearer $KEY"
+fresh_org it-crash
 [ -n "$(worker_pid node)" ] && [ -n "$(worker_pid provisioner)" ] ||
 	bail "cannot find the worker's node agent and provisioner pids in $(api_log)"
 

@@ -14,10 +14,7 @@
 #    removed and the worker reloaded again at the end, whatever happens.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, the stack's config and worker)"; exit 0; }
-for p in runsc jq df; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, the stack's config and worker" runsc jq df
 require_stack
 
 CONF_MARK="# added by t/integration/sandbox-limits.t (removed by its clean-up)"
@@ -34,7 +31,7 @@ restore_conf() {
 	wait_until 30 node_agent_ready_since "$mark"
 	CONF_TOUCHED=0
 }
-trap 'rc=$?; sb_cleanup; restore_conf; t_end $rc' EXIT
+t_on_exit sb_cleanup restore_conf
 
 # node_agent_ready_since MARK: a node agent the master started after MARK
 # consumes its queue.
@@ -45,10 +42,7 @@ node_agent_ready_since() {
 	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
 }
 
-ORG=$(new_org it-limits)
-KEY=$(new_key "$ORG")
-like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
-export REQ_AUTH="Authorization: Bearer $KEY"
+fresh_org it-limits
 count_org() { psql_q "SELECT count(*) FROM sandboxes WHERE org_id = '$ORG'"; }
 
 # ---- memory bomb -------------------------------------------------------------

@@ -8,10 +8,7 @@
 # host's network is untouched and nothing can leave the machine.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root"; exit 0; }
-for p in runsc ip nft losetup mkfs.ext4 cc; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, ip, nft, losetup" runsc ip nft losetup mkfs.ext4 cc
 
 : "${SBX_REGISTRY:=127.0.0.1:25000}"
 TEMPLATES=$SBX_STACK_DIR/worker/templates
@@ -77,7 +74,7 @@ cleanup() {
 	rm -rf --one-file-system "$STATE"
 	ip netns del "$UP" 2> /dev/null
 }
-trap 'rc=$?; cleanup; t_end $rc' EXIT
+t_on_exit cleanup
 
 # leftovers ID...: what an independent listing still finds of these ids
 # (empty = nothing): runsc's containers, mounts, loop devices, netns, nft

@@ -13,10 +13,7 @@
 # Records are aged with psql: the reaper is tested on the real clock.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, mount, losetup)"; exit 0; }
-for p in runsc jq losetup mkfs.ext4 mount; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, mount, losetup" runsc jq losetup mkfs.ext4 mount
 require_stack
 
 REAPER_INTERVAL=$(conf_get reaper_interval)
@@ -33,12 +30,9 @@ cleanup_stray() {
 	for l in $(sb_loops_of "$d/"); do losetup -d "/dev/$l" 2> /dev/null; done
 	[ -d "$d" ] && rm -rf --one-file-system "$d"
 }
-trap 'rc=$?; sb_cleanup; cleanup_stray; t_end $rc' EXIT
+t_on_exit sb_cleanup cleanup_stray
 
-ORG=$(new_org it-reaper)
-KEY=$(new_key "$ORG")
-like "$KEY" '^sbx_[0-9a-f]{64}$' "fresh organisation and key"
-export REQ_AUTH="Authorization: Bearer $KEY"
+fresh_org it-reaper
 
 # expired ID REASON WHAT: after the record was aged, the reaper destroys it.
 expired() {

@@ -11,29 +11,13 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-INIT=${SBX_INIT_BIN:-$SBX_BUILD/src/init/sbx-init}
-CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
-[ -x "$INIT" ] || bail "no $INIT (make)"
-[ -x "$CTL" ] || bail "no $CTL (make check builds it)"
+sbxinit_bins
 
 plan 42
 
 T=$T_TMP
-SOCK=$T/channel.sock
-P=$T/procs
-chan_key_env
-"$INIT" --channel "$SOCK" --procs-dir "$P" 2> "$T/init.log" &
-INITPID=$!
-BGPIDS=()
-cleanup() {
-	local rc=$?
-	for p in "${BGPIDS[@]}"; do kill "$p" 2> /dev/null; done
-	kill "$INITPID" 2> /dev/null
-	wait "$INITPID" 2> /dev/null
-	t_end $rc
-}
-trap cleanup EXIT
-wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T/init.log")"
+P=$T/procs # sbx-init's --procs-dir
+sbxinit_start
 
 c() { "$CTL" "$SOCK" "$@"; }
 proc_line() { c procs | awk -F'\t' -v p="$1" '$1 == p'; }

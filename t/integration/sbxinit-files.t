@@ -9,28 +9,14 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-INIT=${SBX_INIT_BIN:-$SBX_BUILD/src/init/sbx-init}
-CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
-[ -x "$INIT" ] || bail "no $INIT (make)"
-[ -x "$CTL" ] || bail "no $CTL (make check builds it)"
+sbxinit_bins
 
 plan 43
 
 T=$T_TMP
-SOCK=$T/channel.sock
 D=$T/root
 mkdir -p "$D"
-chan_key_env
-"$INIT" --channel "$SOCK" --procs-dir "$T/procs" 2> "$T/init.log" &
-INITPID=$!
-cleanup() {
-	local rc=$?
-	kill "$INITPID" 2> /dev/null
-	wait "$INITPID" 2> /dev/null
-	t_end $rc
-}
-trap cleanup EXIT
-wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T/init.log")"
+sbxinit_start
 
 c() { "$CTL" "$SOCK" "$@"; }
 leftovers() { find "$D" -name '.sbx-upload-*' | wc -l; }

@@ -10,29 +10,15 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-INIT=${SBX_INIT_BIN:-$SBX_BUILD/src/init/sbx-init}
-CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
-[ -x "$INIT" ] || bail "no $INIT (make)"
-[ -x "$CTL" ] || bail "no $CTL (make check builds it)"
+sbxinit_bins
 
 plan 47
 
 T=$T_TMP
-SOCK=$T/channel.sock
 # fd 7: an inherited descriptor that must not reach the commands
-chan_key_env
-"$INIT" --channel "$SOCK" --procs-dir "$T/procs" 2> "$T/init.log" 7> "$T/inherited" &
-INITPID=$!
-BGPIDS=()
-cleanup() {
-	local rc=$?
-	for p in "${BGPIDS[@]}"; do kill "$p" 2> /dev/null; done
-	kill "$INITPID" 2> /dev/null
-	wait "$INITPID" 2> /dev/null
-	t_end $rc
-}
-trap cleanup EXIT
-wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T/init.log")"
+exec 7> "$T/inherited"
+sbxinit_start
+exec 7>&-
 
 ctl() { "$CTL" "$SOCK" exec "$@"; }
 

@@ -9,13 +9,9 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 
-INIT=${SBX_INIT_BIN:-$SBX_BUILD/src/init/sbx-init}
-CTL=${SBX_INITCTL_BIN:-$SBX_BUILD/t/init/initctl}
 BUSYBOX=${SBX_BUSYBOX:-/bin/busybox}
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root"; exit 0; }
-command -v runsc > /dev/null || { echo "1..0 # SKIP runsc not installed"; exit 0; }
-[ -x "$INIT" ] || bail "no $INIT (make)"
-[ -x "$CTL" ] || bail "no $CTL (make check builds it)"
+t_require --root "runsc" runsc
+sbxinit_bins
 file -L "$BUSYBOX" 2> /dev/null | grep -q 'statically linked' ||
 	bail "$BUSYBOX is not a static busybox (apt-get install busybox-static)"
 
@@ -30,12 +26,8 @@ SOCK=$CHAN/channel.sock
 ID=sbxinit-$(od -An -tx1 -N8 /dev/urandom | tr -d ' \n')
 mkdir -p "$STATE" "$BUNDLE/rootfs" "$CHAN"
 
-cleanup() {
-	local rc=$?
-	runsc --root "$STATE" delete -force "$ID" > /dev/null 2>&1
-	t_end $rc
-}
-trap cleanup EXIT
+cleanup() { runsc --root "$STATE" delete -force "$ID" > /dev/null 2>&1; }
+t_on_exit cleanup
 
 # ---- the rootfs: sbx-init and a static busybox, nothing else ----------------
 R=$BUNDLE/rootfs

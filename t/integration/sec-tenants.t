@@ -15,12 +15,8 @@
 #  - a fork bomb gets EAGAIN, the sandbox lives, exec works during it.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the stack's worker)"; exit 0; }
-for p in runsc jq python3; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc, kill of the stack's worker" runsc jq python3
+rt_begin
 T=$T_TMP
 plan 34
 

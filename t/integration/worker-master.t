@@ -6,65 +6,22 @@
 # Runs its own masters with their own config, pidfile and log.
 set -u
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
+. "$(dirname "$0")/lib.sh"
 
 # ---- the stack (only its RabbitMQ is used) ----
-amqp_up() { # URL
-	local hp=${1#*@}
-	hp=${hp%%/*}
-	(exec 3<>"/dev/tcp/${hp%:*}/${hp##*:}") 2>/dev/null
-}
-if [ -z "${SBX_TEST_AMQP_URL:-}" ]; then
-	[ -r "$REPO/scripts/stack-env" ] && . "$REPO/scripts/stack-env"
-	conf_url() { [ -r "${SBX_CONF:-}" ] && sed -n 's/^[[:space:]]*amqp_url[[:space:]]*=[[:space:]]*//p' "$SBX_CONF" | tail -n 1; }
-	if ! amqp_up "$(conf_url)"; then
-		[ -x "$REPO/scripts/stack-up" ] || { echo "Bail out! no stack: scripts/stack-up is missing"; exit 1; }
-		"$REPO/scripts/stack-up" >&2 || { echo "Bail out! scripts/stack-up failed"; exit 1; }
-		. "$REPO/scripts/stack-env"
-	fi
-	SBX_TEST_AMQP_URL=$(conf_url)
-fi
-amqp_up "$SBX_TEST_AMQP_URL" || { echo "Bail out! RabbitMQ is not reachable"; exit 1; }
-BUILD=${SBX_BUILD:-$REPO/build}
-BIN=${SBX_WORKER_BIN:-$BUILD/workers/sbx-worker}
-PING=$BUILD/workers/sbx-worker-ping
+require_amqp
+BIN=$SBX_WORKER_BIN
+PING=$SBX_BUILD/workers/sbx-worker-ping
 for b in "$BIN" "$PING"; do
-	[ -x "$b" ] || { echo "Bail out! $b is not built"; exit 1; }
+	[ -x "$b" ] || bail "$b is not built"
 done
 
 # ---- bookkeeping: every pid we start is killed at exit, by pid ----
-T=$(mktemp -d /tmp/sbx-worker-master.XXXXXX)
+T=$T_TMP
 PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do
-		for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do kill -KILL "$c" 2>/dev/null; done
-		kill -KILL "$p" 2>/dev/null
-	done
-	rm -rf "$T"
-}
-trap cleanup EXIT
+kill_ours() { kill_tree "${PIDS[@]}"; }
+t_on_exit kill_ours
 
-N=0
-FAILED=0
-ok() { # cond-status description
-	N=$((N + 1))
-	if [ "$1" -eq 0 ]; then echo "ok $N - $2"; else echo "not ok $N - $2"; FAILED=1; fi
-}
-diag() { sed 's/^/# /' >&2; }
-# wait_for SECONDS CMD...: polls every 0.1 s
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	until "$@"; do
-		n=$((n - 1))
-		[ $n -le 0 ] && return 1
-		sleep 0.1
-	done
-}
-alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-dead() { ! alive "$1"; }
-children() { ps -o pid= --ppid "$1" | tr -d ' '; }
-nchildren_is() { [ "$(children "$1" | grep -c .)" -eq "$2" ]; }
 in_log() { grep -q -- "$2" "$1"; }
 pidfile_is() { [ "$(cat "$1" 2>/dev/null)" = "$2" ]; }
 # pid of the latest "started ROLE #0 (pid N)" line
@@ -90,28 +47,28 @@ start_master() {
 	PIDS+=("$MASTER")
 }
 
-echo "1..17"
+plan 17
 
 # ---- A: a master with its three children ----
 NAME=a
 write_conf a "drain_timeout = 30" >/dev/null
 start_master a
 A=$MASTER
-wait_for 10 pidfile_is "$T/a.pid" "$A" && wait_for 10 nchildren_is "$A" 3
+wait_until 10 pidfile_is "$T/a.pid" "$A" && wait_until 10 nchildren_is "$A" 3
 ok $? "master writes its pidfile (pid $A) and pre-forks provisioner, node and reaper"
 
 # ---- a SIGKILLed child is restarted ----
 OLD=$(started_pid "$T/a.log" node)
 kill -KILL "$OLD"
 restarted() { local p; p=$(started_pid "$T/a.log" node); [ -n "$p" ] && [ "$p" != "$OLD" ] && alive "$p"; }
-wait_for 10 restarted && in_log "$T/a.log" "node #0 (pid $OLD) died of signal 9"
+wait_until 10 restarted && in_log "$T/a.log" "node #0 (pid $OLD) died of signal 9"
 ok $? "a SIGKILLed child is logged and replaced by a new process"
 
 # ---- a child that keeps dying backs off ----
 for i in 1 2 3; do
 	OLD=$(started_pid "$T/a.log" node)
 	kill -KILL "$OLD"
-	wait_for 15 restarted
+	wait_until 15 restarted
 done
 mapfile -t DELAYS < <(sed -n 's/.*restarting node #0 in \([0-9]*\) ms.*/\1/p' "$T/a.log")
 increasing=0
@@ -136,7 +93,7 @@ ok $? "a second start with -d fails with 'already running' before detaching (rc 
 # ---- ping round trip; the stack's own worker may share the queue, so ask
 # until our provisioner is the one that answers ----
 PROV=$(started_pid "$T/a.log" provisioner)
-wait_for 15 in_log "$T/a.log" "consuming sbx.provision"
+wait_until 15 in_log "$T/a.log" "consuming sbx.provision"
 ok $? "the provisioner consumes sbx.provision"
 mine=""
 for i in $(seq 1 12); do
@@ -144,13 +101,13 @@ for i in $(seq 1 12); do
 	if out=$("$PING" -c "$T/a.conf" -r "$RID" -t 5000 2>&1); then
 		if echo "$out" | grep -q "\"node\":\"test-a-$$\""; then mine=$RID; break; fi
 	else
-		echo "$out" | diag
+		diag "$out"
 	fi
 done
 [ -n "$mine" ] && echo "$out" | grep -q '^type=pong$' &&
 	echo "$out" | grep -q "{\"ok\":true,\"role\":\"provisioner\",\"pid\":$PROV,\"node\":\"test-a-$$\"}"
 ok $? "a ping with request id ${mine:-?} gets a pong from our provisioner (pid $PROV)"
-[ -n "$mine" ] && wait_for 5 in_log "$T/a.log" "sbx-worker-provisioner\\[$PROV\\] info req=$mine: ping answered"
+[ -n "$mine" ] && wait_until 5 in_log "$T/a.log" "sbx-worker-provisioner\\[$PROV\\] info req=$mine: ping answered"
 ok $? "the worker's log line for that ping carries req=$mine"
 # a bad body is rejected and does not kill the provisioner (again: ask until
 # ours is the one that gets it)
@@ -165,7 +122,7 @@ ok $? "a ping whose body is not {} is not answered and the provisioner lives on"
 # ---- SIGTERM drains ----
 KIDS=$(children "$A")
 kill -TERM "$A"
-wait_for 15 dead "$A"
+wait_until 15 dead "$A"
 wait "$A"
 rc=$?
 gone=0
@@ -182,23 +139,23 @@ wait $DEADPID
 echo "$DEADPID" >"$T/b.pid"
 start_master b
 B=$MASTER
-wait_for 10 pidfile_is "$T/b.pid" "$B" && in_log "$T/b.log" "removing stale pidfile $T/b.pid (pid $DEADPID is gone)"
+wait_until 10 pidfile_is "$T/b.pid" "$B" && in_log "$T/b.log" "removing stale pidfile $T/b.pid (pid $DEADPID is gone)"
 ok $? "a stale pidfile (dead pid $DEADPID) is replaced by the new master's pid"
 
 # ---- a second SIGTERM during a drain exits at once ----
-wait_for 10 nchildren_is "$B" 3
+wait_until 10 nchildren_is "$B" 3
 STUCK=$(started_pid "$T/b.log" reaper)
 kill -STOP "$STUCK" # it cannot finish, so the drain waits
 kill -TERM "$B"
-wait_for 10 in_log "$T/b.log" "draining: asking"
-wait_for 5 dead "$(started_pid "$T/b.log" node)"
+wait_until 10 in_log "$T/b.log" "draining: asking"
+wait_until 5 dead "$(started_pid "$T/b.log" node)"
 alive "$B"
 ok $? "while a child cannot finish, the draining master waits"
 kill -TERM "$B"
-wait_for 3 dead "$B"
+wait_until 3 dead "$B"
 wait "$B"
 rc=$?
-[ $rc -ne 0 ] && in_log "$T/b.log" "second stop signal: exiting now" && wait_for 3 dead "$STUCK"
+[ $rc -ne 0 ] && in_log "$T/b.log" "second stop signal: exiting now" && wait_until 3 dead "$STUCK"
 ok $? "a second SIGTERM exits at once (rc $rc) and kills the stuck child"
 
 # ---- drain timeout ----
@@ -206,11 +163,11 @@ NAME=c
 write_conf c "drain_timeout = 1" >/dev/null
 start_master c
 C=$MASTER
-wait_for 10 nchildren_is "$C" 3
+wait_until 10 nchildren_is "$C" 3
 STUCK=$(started_pid "$T/c.log" reaper)
 kill -STOP "$STUCK"
 kill -TERM "$C"
-wait_for 10 dead "$C"
+wait_until 10 dead "$C"
 wait "$C"
 rc=$?
 in_log "$T/c.log" "drain timeout: killing 1 children" && dead "$STUCK" && [ ! -e "$T/c.pid" ]
@@ -223,14 +180,14 @@ write_conf d >/dev/null
 sed -i 's|^amqp_url = .*|amqp_url = amqp://guest:guest@127.0.0.1:1/|' "$T/d.conf"
 start_master d
 D=$MASTER
-wait_for 10 nchildren_is "$D" 3
+wait_until 10 nchildren_is "$D" 3
 PROV=$(started_pid "$T/d.log" provisioner)
 retries() { [ "$(grep -c "sbx-worker-provisioner\\[$PROV\\] warn: rabbitmq unreachable.*retrying in" "$T/d.log")" -ge 3 ]; }
-wait_for 10 retries && alive "$PROV" && ! in_log "$T/d.log" "provisioner #0 (pid $PROV) exited"
+wait_until 10 retries && alive "$PROV" && ! in_log "$T/d.log" "provisioner #0 (pid $PROV) exited"
 ok $? "with the broker down the provisioner (pid $PROV) retries with back-off instead of exiting"
 kill -TERM "$D"
-wait_for 10 dead "$D"
+wait_until 10 dead "$D"
 wait "$D"
 ok $? "and it still drains promptly on SIGTERM"
 
-exit $FAILED
+finish

@@ -7,10 +7,7 @@
 # given a bounded time to go (a reaper pass may be finishing a destroy).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, nft, losetup)"; exit 0; }
-for p in runsc nft ip jq; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, nft, losetup" runsc nft ip jq
 require_stack
 
 REAPER_INTERVAL=$(conf_get reaper_interval)
