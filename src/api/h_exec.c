@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "bodies.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "json.h"
@@ -402,27 +403,6 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 	rt_relay_output(r, &op, p->stream, p->background, sbx_now_ms() + p->timeout_s * 1000 + 15000);
 }
 
-static const struct sbx_jfield exec_spec[] = {
-	{ "cmd", SBX_J_STRING, false, 1, 1048576 },
-	{ "command", SBX_J_STRING, false, 1, 1048576 },
-	{ "timeout_seconds", SBX_J_INT, false, 1, 3600 },
-	{ "cwd", SBX_J_STRING, false, 1, 4096 },
-	{ "env", SBX_J_STRMAP, false, 0, 200 },
-	{ "stream", SBX_J_BOOL, false, 0, 0 },
-	{ "stdin", SBX_J_STRING, false, 0, 0 },
-	{ "stdin_encoding", SBX_J_STRING, false, 1, 16 },
-	{ "background", SBX_J_BOOL, false, 0, 0 },
-};
-
-static const struct sbx_jfield code_spec[] = {
-	{ "language", SBX_J_STRING, true, 1, 16 },
-	{ "code", SBX_J_STRING, true, 0, 1048576 },
-	{ "timeout_seconds", SBX_J_INT, false, 1, 3600 },
-	{ "cwd", SBX_J_STRING, false, 1, 4096 },
-	{ "env", SBX_J_STRMAP, false, 0, 200 },
-	{ "stream", SBX_J_BOOL, false, 0, 0 },
-};
-
 /* The command's environment: defaults, the sandbox's, then this call's. */
 static json_t *merged_env(struct rt_sandbox *sb, json_t *call_env)
 {
@@ -486,7 +466,7 @@ void h_exec(struct api_req *r)
 	sbx_err err = SBX_ERR_INIT;
 	const char *cmd, *sin, *senc;
 
-	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, exec_spec, SBX_ARRAY_LEN(exec_spec), NULL, &err) < 0 ||
+	if (api_json_body(r, &body, &err) < 0 || api_body_check(body, &api_exec_body, &err) < 0 ||
 	    common_params(r, body, &p, &err) < 0)
 		goto fail;
 	cmd = sbx_json_str(body, "cmd", sbx_json_str(body, "command", NULL));
@@ -543,7 +523,7 @@ void h_code(struct api_req *r)
 	const char *lang, *code, *interp;
 	char script[256];
 
-	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, code_spec, SBX_ARRAY_LEN(code_spec), NULL, &err) < 0 ||
+	if (api_json_body(r, &body, &err) < 0 || api_body_check(body, &api_code_body, &err) < 0 ||
 	    common_params(r, body, &p, &err) < 0)
 		goto fail;
 	lang = sbx_json_str(body, "language", "");
