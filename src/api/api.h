@@ -62,6 +62,12 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
 json_t *api_json_from_row(PGresult *res, int row, int col);
 int api_mq(struct api_req *r, sbx_err *err);
 
+/* h_meta.c: this install's region, as the regions list and a Sandbox show it */
+json_t *api_region_json(const sbx_config *cfg);
+/* h_sandboxes.c: completes a Sandbox object made by sbx_sandbox_json() in
+ * place with what comes from the settings, not the record (the region) */
+void api_sandbox_public(const sbx_config *cfg, json_t *s);
+
 /* handlers */
 void h_healthz(struct api_req *r);
 void h_metrics(struct api_req *r);
