@@ -316,6 +316,15 @@ def check_response(spec, op, r, label):
     if ct not in content:
         return errs + ["%s: Content-Type %r is not one of the documented %s" % (label, ct, list(content))]
     schema = content[ct].get("schema")
+    if ct == "application/x-ndjson":
+        # the schema is one line's: every line is one JSON value
+        for i, line in enumerate(x for x in r.body.split("\n") if x.strip()):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return errs + ["%s: NDJSON line %d is not JSON: %r" % (label, i, line[:200])]
+            errs += ["%s line %d: %s" % (label, i, e) for e in spec.validate(value, schema)]
+        return errs
     if ct == "application/json":
         if not r.json_ok:
             return errs + ["%s: body is not JSON: %r" % (label, r.body[:200])]
@@ -737,8 +746,8 @@ def check_runtime(t, spec, cl, sid):
     r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"sleep 60","background":true}',
             what="background")
     pid = (r.json or {}).get("data", {}).get("pid") if r.json_ok and isinstance(r.json.get("data"), dict) else None
-    one("POST", "/processes/%s/signal" % pid, "/sandboxes/{id}/processes/{pid}/signal", "post", 204,
-        body='{"signal":"SIGKILL"}')
+    one("POST", "/processes/%s/signal" % pid, "/sandboxes/{id}/processes/{pid}/signal", "post", 200,
+        body='{"signal":"SIGKILL"}', extra=data_is(pid=pid, signal=9))
 
 
 def main():
