@@ -21,7 +21,12 @@ What it proves:
     the documented schema (a small JSON-schema subset, below);
   - (c) a created sandbox record validates against the Sandbox schema with
     every field present, in the list and in GET /sandboxes/{id}, and DELETE
-    behaves as documented.
+    behaves as documented;
+  - (d) with that sandbox ready, every implemented runtime route answers a
+    real request (exec JSON/SSE/NDJSON, code, files PUT with and without a
+    Content-Length, GET, list, batch, DELETE, background processes, wait)
+    with a documented status and a body that validates: the shapes the
+    official clients read are checked live, not only their error answers.
 """
 
 import argparse
@@ -214,12 +219,14 @@ class Client:
         self.socket = socket
         self.key = key
 
-    def req(self, method, uri, body=None, ctype="application/json", auth=True, headers=(), timeout=60):
+    def req(self, method, uri, body=None, ctype="application/json", auth=True, headers=(), timeout=60, params=()):
         args = [self.fcgi, "-t", str(timeout), "-s", self.socket, "-m", method, "-u", uri]
         if auth:
             args += ["-H", "Authorization: Bearer " + self.key]
         for h in headers:
             args += ["-H", h]
+        for prm in params:
+            args += ["-p", prm]
         if body is not None:
             args += ["-H", "Content-Type: " + ctype, "-d", body]
         try:
@@ -309,6 +316,15 @@ def check_response(spec, op, r, label):
     if ct not in content:
         return errs + ["%s: Content-Type %r is not one of the documented %s" % (label, ct, list(content))]
     schema = content[ct].get("schema")
+    if ct == "application/x-ndjson":
+        # the schema is one line's: every line is one JSON value
+        for i, line in enumerate(x for x in r.body.split("\n") if x.strip()):
+            try:
+                value = json.loads(line)
+            except ValueError:
+                return errs + ["%s: NDJSON line %d is not JSON: %r" % (label, i, line[:200])]
+            errs += ["%s line %d: %s" % (label, i, e) for e in spec.validate(value, schema)]
+        return errs
     if ct == "application/json":
         if not r.json_ok:
             return errs + ["%s: body is not JSON: %r" % (label, r.body[:200])]
@@ -565,7 +581,9 @@ def check_created(t, spec, cl):
     fields = set(sb["properties"])
     tok = rand_id()
     name = "openapi-check-" + tok[:8]
-    body = json.dumps({"name": name, "metadata": {"openapi_check": tok}, "env": {"OPENAPI_CHECK": "1"}})
+    env_id = rand_id()
+    body = json.dumps({"name": name, "metadata": {"openapi_check": tok}, "env": {"OPENAPI_CHECK": "1"},
+                       "environmentId": env_id, "snapshotMode": "manual"})
     r = cl.req("POST", "/sandboxes", body=body, timeout=120)
     errs = check_response(spec, op_of(doc, "/sandboxes", "post"), r, "POST /sandboxes")
     t.ok(r.status in (201, 503) and not errs,
@@ -597,15 +615,23 @@ def check_created(t, spec, cl):
         want_status = "ready"
         fr_ok = s.get("failure_reason") is None
     probs = []
+    regions = cl.req("GET", "/sandboxes/regions")
+    region = (regions.json or {}).get("data", {}).get("regions", [None])[0] if regions.json_ok else None
     checks = {"id": sid, "name": name, "status": want_status, "metadata": {"openapi_check": tok},
-              "env": ["OPENAPI_CHECK"], "destroyed_at": None, "destroy_reason": None}
+              "env": ["OPENAPI_CHECK"], "destroyed_at": None, "destroy_reason": None,
+              "project_environment": env_id, "snapshot_mode": "manual", "region": region}
     for k, v in checks.items():
         if s.get(k) != v:
             probs.append("%s: %r, expected %r" % (k, s.get(k), v))
     if created.status == 201 and isinstance(created.json, dict) and created.json.get("data") != s:
         probs.append("the 201 answer differs from GET")
-    t.ok(not probs and fr_ok, "the record says what was asked (%s%s)" % (want_status,
-         ", with failure_reason" if want_status == "failed" else ""), "\n".join(probs) + "\n" + r.show())
+    t.ok(not probs and fr_ok, "the record says what was asked (%s%s; region object, environmentId echoed, manual "
+         "snapshots)" % (want_status, ", with failure_reason" if want_status == "failed" else ""),
+         "\n".join(probs) + "\n" + r.show())
+    if created.status == 201:
+        check_runtime(t, spec, cl, sid)
+    else:
+        t.skip("the runtime routes on a ready sandbox", "the create failed (503)")
     del_op = op_of(doc, "/sandboxes/{id}", "delete")
     d1 = cl.req("DELETE", "/sandboxes/" + sid)
     d2 = cl.req("DELETE", "/sandboxes/" + sid)
@@ -623,6 +649,105 @@ def check_created(t, spec, cl):
     errs = check_response(spec, del_op, r, "DELETE unknown")
     t.ok(r.status == 404 and not errs and r.json.get("message") == "Sandbox not found",
          "DELETE an unknown id: 404 Sandbox not found", "\n".join(errs) + "\n" + r.show())
+
+
+def frames(r):
+    """The JSON frames of an SSE or NDJSON answer, or None when one is not JSON."""
+    out = []
+    if r.ctype() == "text/event-stream":
+        lines = [x[5:].strip() for x in r.body.split("\n") if x.startswith("data:")]
+    else:
+        lines = [x for x in r.body.split("\n") if x.strip()]
+    for x in lines:
+        try:
+            out.append(json.loads(x))
+        except ValueError:
+            return None
+    return out
+
+
+def check_frames(spec, r, label):
+    fr = frames(r)
+    if fr is None or not fr:
+        return ["%s: no JSON frames in %r" % (label, r.body[:200])]
+    errs = []
+    for i, f in enumerate(fr):
+        errs += ["%s frame %d: %s" % (label, i, e) for e in spec.validate(f, {"$ref": "#/components/schemas/ExecFrame"})]
+    if fr[-1].get("type") not in ("done", "error") or sum(f.get("type") in ("done", "error") for f in fr) != 1:
+        errs.append("%s: the last frame, and only it, must be done or error: %r" % (label, fr))
+    return errs
+
+
+def check_runtime(t, spec, cl, sid):
+    """(d) every implemented runtime route answers a real request with a documented, valid body."""
+    doc = spec.doc
+    base = "/sandboxes/" + sid
+    octet = "application/octet-stream"
+
+    def one(meth, uri, path, m, want, body=None, ctype="application/json", headers=(), params=(), extra=None,
+            what=None):
+        r = cl.req(meth, base + uri, body=body, ctype=ctype, headers=headers, params=params, timeout=120)
+        errs = check_response(spec, op_of(doc, path, m), r, "%s %s" % (meth, uri))
+        if r.status != want:
+            errs.insert(0, "status %d, expected %d" % (r.status, want))
+        if not errs and extra:
+            errs += extra(r)
+        t.ok(not errs, "%s %s: %d, documented and valid%s" % (meth, uri, r.status, (" (%s)" % what) if what else ""),
+             "\n".join(errs) + "\n" + r.show())
+        return r
+
+    def data_is(**want):
+        def f(r):
+            d = r.json.get("data") if isinstance(r.json, dict) else None
+            return ["data.%s: %r, expected %r" % (k, (d or {}).get(k), v) for k, v in want.items()
+                    if not isinstance(d, dict) or d.get(k) != v]
+        return f
+
+    one("GET", "/wait?timeout=1", "/sandboxes/{id}/wait", "get", 200, extra=data_is(status="ready"))
+    one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"printf hi; printf oops >&2"}',
+        extra=data_is(stdout="hi", stderr="oops", exit_code=0), what="JSON answer")
+    one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"printf \'\\\\377\'"}',
+        extra=data_is(stdout="/w==", stdout_encoding="base64"), what="output that is not UTF-8: stdout_encoding")
+    one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"echo a; echo b >&2","stream":true}',
+        extra=lambda r: check_frames(spec, r, "SSE"), what="text/event-stream frames")
+    one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"echo a","stream":true}',
+        headers=["Accept: application/x-ndjson"], extra=lambda r: check_frames(spec, r, "NDJSON"),
+        what="application/x-ndjson frames")
+    one("POST", "/code", "/sandboxes/{id}/code", "post", 200, body='{"language":"python","code":"print(6*7)"}',
+        extra=data_is(stdout="42\n", exit_code=0))
+    one("PUT", "/files/tmp/openapi-check.txt", "/sandboxes/{id}/files/{path}", "put", 204, body="hello\n",
+        ctype=octet, what="with Content-Length")
+    one("PUT", "/files/tmp/openapi-check-chunked.txt", "/sandboxes/{id}/files/{path}", "put", 204, body="chunked\n",
+        ctype=octet, params=["CONTENT_LENGTH"], what="without Content-Length, as a chunked body arrives")
+    one("GET", "/files/tmp/openapi-check-chunked.txt", "/sandboxes/{id}/files/{path}", "get", 200,
+        extra=lambda r: [] if r.body == "chunked\n" else ["body %r" % r.body[:100]])
+    one("GET", "/files/tmp?list=1", "/sandboxes/{id}/files/{path}", "get", 200, what="list")
+    one("POST", "/files/batch", "/sandboxes/{id}/files/batch", "post", 200,
+        body='{"files":[{"path":"tmp/openapi-check-b64","content_base64":"aGk="},'
+             '{"path":"/no-such-dir/x","content_base64":"aGk="}]}',
+        extra=data_is(uploaded=1, failed=1, results=[
+            {"path": "/tmp/openapi-check-b64", "bytes": 2, "success": True},
+            {"path": "/no-such-dir/x", "bytes": 2, "success": False,
+             "error": "Destination directory does not exist: /no-such-dir"}]),
+        what="content_base64, one good file and one bad")
+    one("DELETE", "/files/tmp/openapi-check.txt", "/sandboxes/{id}/files/{path}", "delete", 204)
+    r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"cat","background":true}',
+            what="background")
+    pid = (r.json or {}).get("data", {}).get("pid") if r.json_ok and isinstance(r.json.get("data"), dict) else None
+    if not isinstance(pid, int):
+        t.skip("background process routes", "no pid")
+        return
+    one("GET", "/processes", "/sandboxes/{id}/processes", "get", 200)
+    one("GET", "/processes/%d" % pid, "/sandboxes/{id}/processes/{pid}", "get", 200, extra=data_is(pid=pid))
+    one("POST", "/processes/%d/stdin?close=1" % pid, "/sandboxes/{id}/processes/{pid}/stdin", "post", 204,
+        body="echoed\n", ctype=octet)
+    one("GET", "/processes/%d/output?follow=1" % pid, "/sandboxes/{id}/processes/{pid}/output", "get", 200,
+        extra=lambda r: check_frames(spec, r, "output"), what="replayed and followed to the end")
+    r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"sleep 60","background":true}',
+            what="background")
+    pid = (r.json or {}).get("data", {}).get("pid") if r.json_ok and isinstance(r.json.get("data"), dict) else None
+    one("POST", "/processes/%s/signal" % pid, "/sandboxes/{id}/processes/{pid}/signal", "post", 200,
+        body='{"signal":"SIGKILL"}', extra=data_is(pid=pid, signal=9))
 
 
 def main():

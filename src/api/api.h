@@ -86,6 +86,11 @@ bool api_route_is_long(const struct api_req *r);
 void api_body_guard_start(struct api_req *r);
 /* The body came too slowly and was cut off: fills err with the 408. */
 bool api_body_guard_tripped(sbx_err *err);
+/* h_meta.c: this install's region, as the regions list and a Sandbox show it */
+json_t *api_region_json(const sbx_config *cfg);
+/* h_sandboxes.c: completes a Sandbox object made by sbx_sandbox_json() in
+ * place with what comes from the settings, not the record (the region) */
+void api_sandbox_public(const sbx_config *cfg, json_t *s);
 
 /* handlers */
 void h_healthz(struct api_req *r);

@@ -27,6 +27,9 @@ static const struct sbx_jfield create_spec[] = {
 	{ "env", SBX_J_STRMAP, false, 0, 100 },
 	{ "metadata", SBX_J_STRMAP, false, 0, 50 },
 	{ "timeout", SBX_J_INT, false, 60, 2592000 },
+	/* the official SDKs send these two (a team is an organisation here) */
+	{ "teamId", SBX_J_STRING, false, 1, 64 },
+	{ "environmentId", SBX_J_STRING, false, 1, 64 },
 };
 BODY(api_create_body, create_spec, NULL);
 

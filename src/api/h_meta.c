@@ -114,15 +114,19 @@ void h_templates(struct api_req *r)
 		return;
 	}
 	arr = api_json_from_row(res, 0, 0);
-	api_send_data(r, 200, "Templates retrieved", arr);
+	/* the object form: the Go SDK reads only data.templates, the others
+	 * take either form */
+	api_send_data(r, 200, "Templates retrieved", json_pack("{s:o}", "templates", arr ? arr : json_array()));
+}
+
+json_t *api_region_json(const sbx_config *c)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "id", sbx_cfg_str(c, "region_id"), "name",
+			 sbx_cfg_str(c, "region_name"), "country", sbx_cfg_str(c, "region_country"), "continent",
+			 sbx_cfg_str(c, "region_continent"), "enabled", 1, "type", "sandbox");
 }
 
 void h_regions(struct api_req *r)
 {
-	const sbx_config *c = r->ctx->cfg;
-	json_t *region = json_pack("{s:s, s:s, s:s, s:s, s:b, s:s}", "id", sbx_cfg_str(c, "region_id"), "name",
-				   sbx_cfg_str(c, "region_name"), "country", sbx_cfg_str(c, "region_country"),
-				   "continent", sbx_cfg_str(c, "region_continent"), "enabled", 1, "type", "sandbox");
-
-	api_send_data(r, 200, "Regions retrieved", json_pack("{s:[o]}", "regions", region));
+	api_send_data(r, 200, "Regions retrieved", json_pack("{s:[o]}", "regions", api_region_json(r->ctx->cfg)));
 }

@@ -96,16 +96,39 @@ void h_sandboxes_list(struct api_req *r)
 	}
 	total = atoll(PQgetvalue(res, 0, 0));
 	items = api_json_from_row(res, 0, 1);
+	{
+		size_t i;
+		json_t *it;
+		json_array_foreach(items, i, it)
+			api_sandbox_public(r->ctx->cfg, it);
+	}
 	data = json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items ? items : json_array(), "totalCount",
 			 (json_int_t)total, "currentPage", (int)pg.page, "totalPages",
 			 (json_int_t)sbx_page_total_pages(total, pg.limit), "limit", (int)pg.limit);
 	api_send_data(r, 200, "Sandboxes retrieved", data);
 }
 
+void api_sandbox_public(const sbx_config *cfg, json_t *s)
+{
+	json_t *mode;
+
+	if (!json_is_object(s))
+		return;
+	/* One install is one region: every sandbox it holds runs there, and
+	 * clients read the region object, as the regions list shows it. */
+	json_object_set_new(s, "region", api_region_json(cfg));
+	/* manual is every sandbox's mode unless it asked for automatic
+	 * (records written before the mode was stored have none) */
+	mode = json_object_get(s, "snapshot_mode");
+	if (!mode || json_is_null(mode))
+		json_object_set_new(s, "snapshot_mode", json_string("manual"));
+}
+
 /* One sandbox of the caller's organisation as JSON, or NULL with 404. */
 static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
+	json_t *s;
 
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
@@ -115,7 +138,9 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 		sbx_err_set(err, 404, "not_found", "Sandbox not found");
 		return NULL;
 	}
-	return api_json_from_row(res, 0, 0);
+	s = api_json_from_row(res, 0, 0);
+	api_sandbox_public(r->ctx->cfg, s);
+	return s;
 }
 
 void h_sandbox_get(struct api_req *r)
@@ -192,7 +217,7 @@ void h_sandbox_wait(struct api_req *r)
 /* ---- create ---- */
 
 struct create_req {
-	const char *name, *template, *region, *destroy_timeout;
+	const char *name, *template, *region, *destroy_timeout, *environment, *snapshot_mode;
 	long long cpu, memory, disk, idle_timeout, lifetime;
 	bool auto_destroy, one_shot;
 	json_t *env, *metadata;
@@ -241,6 +266,18 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 		return sbx_err_set(err, 400, "invalid_field", "Unknown region: %.64s (available: auto, %s)",
 				   c->region, sbx_cfg_str(cfg, "region_id"));
 	c->region = sbx_cfg_str(cfg, "region_id");
+	{
+		const char *team = sbx_json_str(body, "teamId", NULL);
+		if (team && !sbx_id_valid(team))
+			return sbx_err_set(err, 400, "invalid_field", "teamId must be 24 lowercase hex characters");
+		/* another organisation's team answers as one that does not exist */
+		if (team && strcmp(team, r->org.org_id))
+			return sbx_err_set(err, 404, "not_found", "Team not found");
+		c->environment = sbx_json_str(body, "environmentId", NULL);
+		if (c->environment && !sbx_id_valid(c->environment))
+			return sbx_err_set(err, 400, "invalid_field",
+					   "environmentId must be 24 lowercase hex characters");
+	}
 	c->cpu = sbx_json_int(specs, "cpu", 1000);
 	c->memory = sbx_json_int(specs, "memory", 512);
 	c->disk = sbx_json_int(specs, "disk", 1);
@@ -285,9 +322,10 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 				break;
 		if (i == SBX_ARRAY_LEN(dt))
 			return sbx_err_set(err, 400, "invalid_field", "destroyTimeout must be one of 30m, 1h, 3h, 6h, 12h, 18h");
+		/* without autoDestroy the hosted service ignores it: so do we */
 		if (!c->auto_destroy)
-			return sbx_err_set(err, 400, "invalid_field", "destroyTimeout needs autoDestroy: true");
-		if (dt[i].secs < c->lifetime)
+			c->destroy_timeout = NULL;
+		else if (dt[i].secs < c->lifetime)
 			c->lifetime = dt[i].secs;
 	}
 	c->idle_timeout = sbx_json_int(body, "timeout", sbx_cfg_int(cfg, "idle_timeout"));
@@ -309,10 +347,19 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 					   "metadata keys are at most 64 and values at most 512 bytes");
 	}
 
+	/* manual (the default) means: snapshots only when asked for */
+	c->snapshot_mode = sbx_json_str(body, "snapshotMode", "manual");
+	if (strcmp(c->snapshot_mode, "manual") && strcmp(c->snapshot_mode, "automatic"))
+		return sbx_err_set(err, 400, "invalid_field", "snapshotMode must be manual or automatic");
+	if (!strcmp(c->snapshot_mode, "manual") && sbx_json_str(body, "snapshotFrequency", NULL))
+		return sbx_err_set(err, 400, "invalid_field", "snapshotFrequency needs snapshotMode: automatic");
+
 	/* persistence arrives with the volumes and snapshots work */
+	if (!strcmp(c->snapshot_mode, "automatic"))
+		return sbx_err_set(err, 400, "not_supported", "snapshotMode automatic is not supported yet");
 	{
 		static const char *later[] = { "persistent", "persistentDiskGB", "volumeId", "mountPath",
-					       "fromSnapshot", "snapshotMode", "snapshotFrequency" };
+					       "fromSnapshot" };
 		for (size_t i = 0; i < SBX_ARRAY_LEN(later); i++) {
 			json_t *x = json_object_get(body, later[i]);
 			if (x && !json_is_null(x) && !json_is_false(x))
@@ -392,12 +439,13 @@ void h_sandboxes_create(struct api_req *r)
 	}
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
 			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
-			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id) "
+			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id, "
+			 "project_environment, snapshot_mode) "
 			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
-			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16)",
-			 16, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18)",
+			 18, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
-			 meta_s, idle, life, r->request_id) < 0 ||
+			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode) < 0 ||
 	    sbx_db_commit(&r->ctx->db, &err) < 0)
 		goto fail;
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);

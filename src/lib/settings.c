@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "id.h"
 #include "log.h"
 #include "settings.h"
 
@@ -130,8 +131,10 @@ const struct sbx_setting sbx_settings[] = {
 	{ "volume_min_gb", SBX_ST_INT, "10", 1, 100000, R, API, "smallest volume size" },
 	{ "volume_max_gb", SBX_ST_INT, "50", 1, 100000, R, API, "largest volume size" },
 
-	/* the single region of an embedded install */
-	{ "region_id", SBX_ST_STR, "local", 0, 0, R, API, "id of this install's region" },
+	/* the single region of an embedded install: every sandbox it runs is in it */
+	{ "region_id", SBX_ST_STR, "000000000000000000000001", 0, 0, R, API,
+	  "id of this install's region: 24 lowercase hex digits, like every id (clients send it back as "
+	  "a create's region and validate it as an id)" },
 	{ "region_name", SBX_ST_STR, "Local", 0, 0, R, API, "display name of the region" },
 	{ "region_country", SBX_ST_STR, "", 0, 0, R, API, "country of the region" },
 	{ "region_continent", SBX_ST_STR, "", 0, 0, R, API, "continent of the region" },
@@ -221,6 +224,8 @@ static int set_index(sbx_config *cfg, int i, const char *v, sbx_err *err)
 		return -1;
 	if (!strcmp(s->name, "log_level") && sbx_log_parse_level(v) < 0)
 		return sbx_err_set(err, 0, "bad_config", "log_level: '%s' is not debug, info, warn or error", v);
+	if (!strcmp(s->name, "region_id") && !sbx_id_valid(v))
+		return sbx_err_set(err, 0, "bad_config", "region_id: '%s' is not 24 lowercase hex digits", v);
 	copy = strdup(v);
 	if (!copy)
 		return sbx_err_sys(err, "nomem", "strdup");

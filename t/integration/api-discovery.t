@@ -12,16 +12,17 @@ for mode in $MODES; do
 
 	req $mode GET /sandbox/templates
 	is "$STATUS" 200 "templates: 200"
-	is "$(j '.data | type')" array "templates: data is an array"
-	is "$(j '[.data[] | select(.name == "debian-12")] | length')" 1 "templates: debian-12 is listed"
-	is "$(j '[.data[] | (keys | sort | join(","))] | unique | join(";")')" \
+	is "$(j '.data | keys | join(",")'):$(j '.data.templates | type')" templates:array \
+		"templates: data is {templates: [...]}"
+	is "$(j '[.data.templates[] | select(.name == "debian-12")] | length')" 1 "templates: debian-12 is listed"
+	is "$(j '[.data.templates[] | (keys | sort | join(","))] | unique | join(";")')" \
 		"description,display_name,name" "templates: each has name, display_name, description"
 
 	req $mode GET /sandboxes/regions
 	is "$STATUS" 200 "regions: 200"
 	is "$(j '.data.regions | length')" 1 "regions: one region"
-	is "$(j '.data.regions[0] | [.id, .type, .enabled] | map(tostring) | join(",")')" "local,sandbox,true" \
-		"regions: id local, type sandbox, enabled"
+	like "$(j '.data.regions[0] | [.id, .type, .enabled] | map(tostring) | join(",")')" '^[0-9a-f]{24},sandbox,true$' \
+		"regions: a 24-hex id, type sandbox, enabled"
 	is "$(j '.data.regions[0] | has("name") and has("country") and has("continent")')" true \
 		"regions: name, country, continent present"
 

@@ -132,9 +132,9 @@ for M in $MODES; do
 		{path:($b+"/../escape"), content:"z"}]}')"
 	is "$STATUS" 200 "batch: 200"
 	is "$(j .data.failed)" 2 "batch: failed counts the two bad files"
-	is "$(j '[.data.results[] | .ok] | map(tostring) | join(",")')" "true,true,false,false" "batch: one result per file, in order"
-	is "$(j '.data.results[2].message')" "Destination directory does not exist: /nodir-batch" "batch: a missing parent's message"
-	like "$(j '.data.results[3].message')" '\.\.' "batch: a path with .. is refused with a message"
+	is "$(j '[.data.results[] | .success] | map(tostring) | join(",")')" "true,true,false,false" "batch: one result per file, in order"
+	is "$(j '.data.results[2].error')" "Destination directory does not exist: /nodir-batch" "batch: a missing parent's error"
+	like "$(j '.data.results[3].error')" '\.\.' "batch: a path with .. is refused with an error"
 	is "$(rt_sh "$A" "cat $b/one; od -An -tx1 $b/two | tr -d ' '; test -e /tmp/escape && echo escaped")" $'one\n000102ff' \
 		"batch: the good files are written byte-exact, nothing escaped"
 done

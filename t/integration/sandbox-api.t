@@ -115,7 +115,7 @@ for mode in $MODES; do
 	done
 
 	req $mode GET /sandbox/templates
-	is "$STATUS $(j '[.data[].name] | index("debian-12") != null')" "200 true" "GET /sandbox/templates lists debian-12"
+	is "$STATUS $(j '[.data.templates[].name] | index("debian-12") != null')" "200 true" "GET /sandbox/templates lists debian-12"
 done
 
 finish

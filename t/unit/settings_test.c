@@ -200,6 +200,7 @@ int main(void)
 	is_int(sbx_cfg_int(cfg, "file_max_bytes"), 1024LL * 1024 * 1024, "1G is 1 GiB");
 	is_str(sbx_cfg_str(cfg, "region_name"), "My Region", "double quotes are stripped");
 	is_str(sbx_cfg_str(cfg, "region_country"), "", "\"\" is the empty string");
+	is_str(sbx_cfg_str(cfg, "region_id"), "000000000000000000000001", "the default region id is an id");
 	is_str(sbx_cfg_str(cfg, "log_file"), "", "an empty value is allowed for a string");
 	is_str(sbx_cfg_str(cfg, "default_template"), "\"debian-12", "an unbalanced quote is kept");
 	is_int(sbx_cfg_int(cfg, "reaper_interval"), 10, "unset settings keep their defaults");
@@ -253,6 +254,8 @@ int main(void)
 	bad("api_max_json_body = 16m\n", "bad size", "a lower-case size unit");
 	bad("api_max_json_body = 1\n", "outside 1024..", "a size below its minimum");
 	bad("log_level = loud\n", "test.conf:1", "an unknown log level");
+	bad("region_id = local\n", "not 24 lowercase hex", "a region id that is not an id");
+	bad("region_id = 00000000000000000000000A\n", "not 24 lowercase hex", "a region id in upper case");
 	bad("= 4\n", "test.conf:1: unknown setting", "an empty name");
 	bad("API_CHILDREN = 4\n", "unknown setting", "an upper-case name");
 	{
