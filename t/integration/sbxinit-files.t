@@ -86,23 +86,17 @@ ok '[ ! -e "$D/dropped" ]' "... and no target"
 # temp file, no target, and the connection serves on
 python3 - "$SOCK" "$D/cancelled" "$(dirname "$0")" > "$T/cancel" 2>&1 << 'PY'
 import struct, sys; sys.path.insert(0, sys.argv[3])
-from chanlib import connect
+from chanlib import connect, frame, read_frame
 s = connect(sys.argv[1])
-def fr(t, st, p): return struct.pack(">IBI", len(p) + 5, t, st) + p
-def rd():
-    h = b""
-    while len(h) < 9: h += s.recv(9 - len(h))
-    n, t, st = struct.unpack(">IBI", h); p = b""
-    while len(p) < n - 5: p += s.recv(n - 5 - len(p))
-    return t, st, p
-s.sendall(fr(6, 1, struct.pack(">IIII", 1, 0, 0, 0) + sys.argv[2].encode() + b"\0"))
-s.sendall(fr(3, 1, b"partial" * 1000))
-print("ack", rd()[0] == 0x88)
-s.sendall(fr(4, 1, struct.pack(">I", 9)))
-t, st, p = rd()
+s.settimeout(5)
+s.sendall(frame(6, 1, struct.pack(">IIII", 1, 0, 0, 0) + sys.argv[2].encode() + b"\0"))
+s.sendall(frame(3, 1, b"partial" * 1000))
+print("ack", read_frame(s)[0] == 0x88)
+s.sendall(frame(4, 1, struct.pack(">I", 9)))
+t, st, p = read_frame(s)
 print("exit", t, st, p.hex())
-s.sendall(fr(1, 0, b"hi"))
-print("pong", rd())
+s.sendall(frame(1, 0, b"hi"))
+print("pong", read_frame(s))
 PY
 is "$(sed -n 2p "$T/cancel")" "exit 133 1 0000007d0000000002" "a SIGNAL on a write stream ends it: EXIT errno ECANCELED ($(tr '\n' ' ' < "$T/cancel"))"
 ok '[ "$(leftovers)" = 0 ] && [ ! -e "$D/cancelled" ]' "... it leaves no temp file and no target"
