@@ -44,8 +44,11 @@ YSOCK=$SB_STATE/sandboxes/$Y/disk/chan/channel.sock
 # puts its own socket back at once, so the attacker keeps planting it (a
 # bounded loop) across a node agent restart: whatever the agent finds then,
 # it must never reach Y.
-out=$(rt_sh "$X" "rm -f /run/sbx/channel.sock; ln -sfn '$YSOCK' /run/sbx/channel.sock && echo planted")
-like "$out" planted "inside X, root can replace sbx-init's socket with a symlink to Y's (sbx-init puts its own back)"
+# (ln -sfn unlinks and then creates: sbx-init usually binds its socket again
+# in between, and ln then fails with EEXIST; either outcome is fine here)
+out=$(rt_sh "$X" "rm -f /run/sbx/channel.sock; ln -sfn '$YSOCK' /run/sbx/channel.sock 2>&1 && echo planted; echo tried")
+diag "planting once: $(tr '\n' ' ' <<< "$out")"
+like "$out" tried "inside X, root tries to replace sbx-init's socket with a symlink to Y's"
 req nginx POST "/sandboxes/$X/exec" "{\"cmd\":\"i=0; while [ \$i -lt 300 ]; do ln -sfn '$YSOCK' /run/sbx/channel.sock 2>/dev/null; i=\$((i+1)); done; touch /tmp/plant.done\",\"background\":true}"
 is "$STATUS" 200 "... and keeps planting it in the background"
 mark=$(log_mark)
