@@ -108,7 +108,12 @@ static int local_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err 
 	cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", s->id);
 	cleanup_reply struct sbx_reply rep = { 0 };
 
-	if (node_call(d, node, SBX_MSG_DESTROY, body, 60000, NULL, &rep, err) < 0)
+	/* Less than the API waits, as for a start. A node agent that died with
+	 * the request consumed never answers: the provisioner (one message at a
+	 * time) waits this long before anything else it holds moves, and a
+	 * destroy not confirmed is the reaper's to finish. */
+	if (node_call(d, node, SBX_MSG_DESTROY, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, NULL,
+		      &rep, err) < 0)
 		return -1;
 	if (!rep.ok)
 		return sbx_err_set(err, 503, "destroy_failed", "%s", rep.error ? rep.error : "the node could not destroy it");
