@@ -37,60 +37,9 @@
 #include "roles.h"
 #include "sandbox.h"
 #include "sandbox_state.h"
+#include "node_int.h"
 
-#define MAX_SANDBOXES 4096
-#define LIVENESS_MS 2000
-
-enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING };
-
-struct sb {
-	enum sb_state st;
-	char id[SBX_ID_LEN + 1];
-	int memory_mb, disk_gb;
-	bool destroy_after_start;
-	long oom_kills;
-	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
-	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
-};
-
-enum op_kind { OP_START, OP_DESTROY };
-
-struct op {
-	struct op *next;
-	enum op_kind kind;
-	pid_t pid;
-	int fd;
-	char id[SBX_ID_LEN + 1];
-	bool reply;              /* someone waits for the answer */
-	char reply_to[256], corr[72], req_id[72];
-	char buf[1024];
-	size_t len;
-	char reason[256];        /* destroy of a dead/orphan sandbox: why (logs); a copy, the
-	                          * caller's string is often on its stack */
-	bool reaped;             /* its status came through the general reap */
-	int status;
-};
-
-struct node {
-	const sbx_config *cfg;
-	const char *node_id;
-	char queue[300];
-	sbx_mq *mq;
-	sbx_db db;
-	int ep;
-	struct sandbox_node_cfg sc;
-	struct net_config net;
-	struct sb sbs[MAX_SANDBOXES];
-	struct op *ops;
-	char init_path[512];
-	long long next_liveness, next_orphans;
-	int sigfd;
-	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
-	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
-	bool announced;
-};
-
-static struct sb *sb_find(struct node *n, const char *id)
+struct sb *sb_find(struct node *n, const char *id)
 {
 	for (int i = 0; i < MAX_SANDBOXES; i++)
 		if (n->sbs[i].st != SB_FREE && !strcmp(n->sbs[i].id, id))
@@ -98,7 +47,7 @@ static struct sb *sb_find(struct node *n, const char *id)
 	return NULL;
 }
 
-static struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int disk)
+struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int disk)
 {
 	for (int i = 0; i < MAX_SANDBOXES; i++)
 		if (n->sbs[i].st == SB_FREE) {
@@ -113,7 +62,7 @@ static struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int m
 	return NULL;
 }
 
-static struct op *op_find(struct node *n, const char *id)
+struct op *node_op_find(struct node *n, const char *id)
 {
 	for (struct op *o = n->ops; o; o = o->next)
 		if (!strcmp(o->id, id))
@@ -207,7 +156,6 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	return 0;
 }
 
-static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);
 
 static void op_done(struct node *n, struct op *o)
 {
@@ -283,10 +231,10 @@ static void op_read(struct node *n, struct op *o)
 	free(o);
 }
 
-static void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
+void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
 {
 	struct sb *s = sb_find(n, id);
-	struct op *o = op_find(n, id);
+	struct op *o = node_op_find(n, id);
 
 	if (o && o->kind == OP_START) {
 		/* let the start finish, then take it down; answer now */
@@ -368,7 +316,7 @@ static int admit(struct node *n, int mem, int disk, char *why, size_t whysz)
 
 /* ---- messages ---- */
 
-static bool template_name_ok(const char *s)
+bool template_name_ok(const char *s)
 {
 	size_t l = strlen(s);
 	return l >= 1 && l <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-._") == l && s[0] != '.';
@@ -400,7 +348,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		/* a repeated start (a provisioner restarted and got the request
 		 * again): answer it as the first one would be answered */
 		struct sb *s = sb_find(n, id);
-		struct op *o = s ? op_find(n, id) : NULL;
+		struct op *o = s ? node_op_find(n, id) : NULL;
 		if (s && s->st == SB_READY) {
 			log_info("sandbox %s: repeated start: it is running", id);
 			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 1, "container_id", id));
@@ -512,224 +460,6 @@ ack:
 	/* at most once: a lost start is a failed create, never a double one */
 	if (sbx_mq_ack(n->mq, m->delivery_tag, &err) < 0)
 		log_warnx("%s", err.msg);
-}
-
-/* ---- liveness and leftovers ---- */
-
-static void mark_failed(struct node *n, const char *id, const char *why)
-{
-	sbx_err err = SBX_ERR_INIT;
-
-	if (sbx_sandbox_fail(&n->db, id, why, &err) < 0)
-		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
-}
-
-/* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
-static void record_oom(struct node *n, struct sb *s)
-{
-	long oom = sandbox_oom_kills(s->id);
-	sbx_err err = SBX_ERR_INIT;
-
-	if (oom <= s->oom_kills)
-		return;
-	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
-	if (sbx_sandbox_oom_kills(&n->db, s->id, oom, &err) == 0)
-		s->oom_kills = oom;
-}
-
-/* SIGCONT to the sandbox's PID 1 (sbx-init) through runsc, in a child:
- * runsc asks the sentry, which may hang itself (the next pass kills it). */
-static pid_t init_cont(struct node *n, const char *id)
-{
-	struct sandbox_paths p;
-	char root[600];
-	pid_t pid;
-
-	sandbox_paths(&n->sc, id, &p);
-	snprintf(root, sizeof(root), "--root=%s", p.runsc_root);
-	pid = fork();
-	if (pid < 0) {
-		log_warn("fork");
-		return 0;
-	}
-	if (pid == 0) {
-		sigset_t none;
-		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
-			_exit(126);
-		execl(n->sc.runsc, n->sc.runsc, root, "kill", id, "CONT", (char *)NULL);
-		_exit(127);
-	}
-	return pid;
-}
-
-/* A live sentry whose sbx-init does not answer its channel (stopped with
- * SIGSTOP, or hung): one missed PING gets it a SIGCONT, a second one
- * fails the sandbox. Only sandboxes with a channel are asked. */
-static void check_init(struct node *n, struct sb *s)
-{
-	const char *why = "sbx-init stopped answering";
-	int h = relay_ping(n->relay, s->id);
-
-	if (h != 0) {
-		if (s->init_missed)
-			log_info("sandbox %s: sbx-init answers again", s->id);
-		s->init_missed = 0;
-		return;
-	}
-	if (!s->init_missed++) {
-		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT", s->id, LIVENESS_MS);
-		if (!s->cont_pid)
-			s->cont_pid = init_cont(n, s->id);
-		return;
-	}
-	log_warnx("sandbox %s: %s", s->id, why);
-	if (s->cont_pid > 0)
-		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
-	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
-	mark_failed(n, s->id, why);
-	destroy_local(n, s->id, NULL, why);
-}
-
-static void check_liveness(struct node *n)
-{
-	for (int i = 0; i < MAX_SANDBOXES; i++) {
-		struct sb *s = &n->sbs[i];
-		char why[256] = "";
-
-		if (s->st != SB_READY)
-			continue;
-		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
-			/* alive: a process inside may still have met the OOM killer */
-			record_oom(n, s);
-			check_init(n, s);
-			continue;
-		}
-		if (!why[0])
-			snprintf(why, sizeof(why), "the sandbox stopped");
-		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
-		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
-		record_oom(n, s);
-		mark_failed(n, s->id, why);
-		destroy_local(n, s->id, NULL, why);
-	}
-}
-
-/* Everything on this node that no live record owns goes. In-flight work
- * (a start or destroy process) is left alone; a live record whose sandbox
- * we do not track yet (agent restart) is adopted. */
-static void reap_orphans(struct node *n, bool at_start)
-{
-	char **ids = NULL;
-	size_t nn = 0;
-	sbx_err err = SBX_ERR_INIT;
-
-	/* The sandbox's directory is made first and removed last, so listing
-	 * the state directory (with its mounts, loops and containers) finds
-	 * every leftover of this node, and nothing of another instance's. */
-	if (sandbox_list(&n->sc, &ids, &nn, &err) < 0) {
-		log_warnx("orphan pass: %s", err.msg);
-		return;
-	}
-	for (size_t i = 0; i < nn; i++) {
-		cleanup_pgres PGresult *r = NULL;
-		const char *id = ids[i];
-		const char *st;
-		struct sb *s;
-
-		if (!sbx_id_valid(id) || op_find(n, id))
-			continue;
-		s = sb_find(n, id);
-		if (s && s->st != SB_READY)
-			continue;
-		if (sbx_db_query(&n->db, &r, &err, "SELECT status, memory_mb, disk_gb, coalesce(node_id, '') "
-				 "FROM sandboxes WHERE id = $1", 1, id) < 0) {
-			log_warnx("orphan pass: %s", err.msg);
-			goto out; /* without the records, remove nothing */
-		}
-		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
-		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
-		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
-			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
-				log_info("sandbox %s: adopted (%s)", id, st);
-			continue;
-		}
-		log_info("sandbox %s: removing leftovers (record: %s)", id, st);
-		destroy_local(n, id, NULL, "no live record owns it");
-	}
-	if (at_start) {
-		/* live records of this node with nothing here: lost in a crash */
-		cleanup_pgres PGresult *r = NULL;
-		if (sbx_db_query(&n->db, &r, &err,
-				 "SELECT id FROM sandboxes WHERE node_id = $1 AND status IN ('ready', 'pausing', 'paused', 'resuming')",
-				 1, n->node_id) == 0) {
-			for (int i = 0; i < PQntuples(r); i++) {
-				const char *id = PQgetvalue(r, i, 0);
-				if (!sb_find(n, id)) {
-					log_warnx("sandbox %s: not found on its node", id);
-					mark_failed(n, id, "the sandbox was lost: its node no longer has it");
-				}
-			}
-		}
-	}
-out:
-	for (size_t i = 0; i < nn; i++)
-		free(ids[i]);
-	free(ids);
-}
-
-/* ---- what this node offers ---- */
-
-/* Upserts this node's row (heartbeat, templates it has unpacked) and each
- * template's description from its image.json. */
-static void node_register(struct node *n)
-{
-	char dir[600];
-	DIR *d;
-	struct dirent *de;
-	cleanup_json json_t *names = json_array();
-	cleanup_free char *names_s = NULL;
-	sbx_err err = SBX_ERR_INIT;
-
-	snprintf(dir, sizeof(dir), "%s/templates", n->sc.state_dir);
-	d = opendir(dir);
-	while (d && (de = readdir(d))) {
-		char path[1200];
-		cleanup_json json_t *img = NULL;
-		json_error_t jerr;
-		const char *dn, *desc, *digest;
-
-		if (de->d_name[0] == '.' || !template_name_ok(de->d_name))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/current/image.json", dir, de->d_name);
-		img = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
-		if (!img)
-			continue;
-		dn = sbx_json_str(img, "display_name", de->d_name);
-		desc = sbx_json_str(img, "description", "");
-		digest = sbx_json_str(img, "digest", NULL);
-		if (sbx_db_query(&n->db, NULL, &err,
-				 "INSERT INTO templates (name, display_name, description, digest) VALUES ($1, $2, $3, $4) "
-				 "ON CONFLICT (name) DO UPDATE SET display_name = $2, description = $3, digest = $4",
-				 4, de->d_name, dn, desc, digest) < 0) {
-			log_warnx("registering template %s: %s", de->d_name, err.msg);
-			continue;
-		}
-		json_array_append_new(names, json_string(de->d_name));
-	}
-	if (d)
-		closedir(d);
-	names_s = json_dumps(names, JSON_COMPACT);
-	if (sbx_db_query(&n->db, NULL, &err,
-			 "INSERT INTO nodes (id, templates, heartbeat_at) "
-			 "VALUES ($1, ARRAY(SELECT jsonb_array_elements_text($2::jsonb)), now()) "
-			 "ON CONFLICT (id) DO UPDATE SET templates = EXCLUDED.templates, heartbeat_at = now()",
-			 2, n->node_id, names_s) < 0)
-		log_warnx("registering node: %s", err.msg);
 }
 
 /* ---- relay hooks (relay.c) ---- */

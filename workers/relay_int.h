@@ -120,4 +120,18 @@ void chan_pump(struct relay *r, struct chan *c);
 void chan_settle(struct relay *r, struct chan *c);
 void chan_settle_all(struct relay *r);
 
+/* relay.c, for relay_req.c */
+struct rop *op_find(struct relay *r, const char *op_id);
+/* An event to a request's reply_to (before or without an op); body stolen. */
+void reply_json(struct relay *r, const sbx_mq_msg *m, const char *corr, enum sbx_msg_kind kind, json_t *body);
+/* An error event to a request's reply_to (before or without an op). */
+void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+
+/* relay_req.c: the first request of each op kind, and follow-ups */
+void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id);
+void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id, enum rk kind);
+void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id, enum rk kind);
+void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind);
+
 #endif

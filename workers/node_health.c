@@ -1,0 +1,242 @@
+/* What the node agent checks periodically: each sandbox's sentry is alive
+ * and its sbx-init answers (a stopped one is sent SIGCONT, then marked
+ * failed), the OOM kills inside, leftovers no record owns, and this node's
+ * registration (the templates it can run). Called from node.c's loop. */
+#include "config.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "node_int.h"
+#include "sandbox_state.h"
+
+/* ---- liveness and leftovers ---- */
+
+void mark_failed(struct node *n, const char *id, const char *why)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	if (sbx_sandbox_fail(&n->db, id, why, &err) < 0)
+		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
+}
+
+/* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
+void record_oom(struct node *n, struct sb *s)
+{
+	long oom = sandbox_oom_kills(s->id);
+	sbx_err err = SBX_ERR_INIT;
+
+	if (oom <= s->oom_kills)
+		return;
+	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
+	if (sbx_sandbox_oom_kills(&n->db, s->id, oom, &err) == 0)
+		s->oom_kills = oom;
+}
+
+/* SIGCONT to the sandbox's PID 1 (sbx-init) through runsc, in a child:
+ * runsc asks the sentry, which may hang itself (the next pass kills it). */
+static pid_t init_cont(struct node *n, const char *id)
+{
+	struct sandbox_paths p;
+	char root[600];
+	pid_t pid;
+
+	sandbox_paths(&n->sc, id, &p);
+	snprintf(root, sizeof(root), "--root=%s", p.runsc_root);
+	pid = fork();
+	if (pid < 0) {
+		log_warn("fork");
+		return 0;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (fd < 0 || dup2(fd, 0) < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0)
+			_exit(126);
+		execl(n->sc.runsc, n->sc.runsc, root, "kill", id, "CONT", (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/* A live sentry whose sbx-init does not answer its channel (stopped with
+ * SIGSTOP, or hung): one missed PING gets it a SIGCONT, a second one
+ * fails the sandbox. Only sandboxes with a channel are asked. */
+static void check_init(struct node *n, struct sb *s)
+{
+	const char *why = "sbx-init stopped answering";
+	int h = relay_ping(n->relay, s->id);
+
+	if (h != 0) {
+		if (s->init_missed)
+			log_info("sandbox %s: sbx-init answers again", s->id);
+		s->init_missed = 0;
+		return;
+	}
+	if (!s->init_missed++) {
+		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT", s->id, LIVENESS_MS);
+		if (!s->cont_pid)
+			s->cont_pid = init_cont(n, s->id);
+		return;
+	}
+	log_warnx("sandbox %s: %s", s->id, why);
+	if (s->cont_pid > 0)
+		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
+	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
+	mark_failed(n, s->id, why);
+	destroy_local(n, s->id, NULL, why);
+}
+
+void check_liveness(struct node *n)
+{
+	for (int i = 0; i < MAX_SANDBOXES; i++) {
+		struct sb *s = &n->sbs[i];
+		char why[256] = "";
+
+		if (s->st != SB_READY)
+			continue;
+		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
+			/* alive: a process inside may still have met the OOM killer */
+			record_oom(n, s);
+			check_init(n, s);
+			continue;
+		}
+		if (!why[0])
+			snprintf(why, sizeof(why), "the sandbox stopped");
+		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
+		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
+		record_oom(n, s);
+		mark_failed(n, s->id, why);
+		destroy_local(n, s->id, NULL, why);
+	}
+}
+
+/* Everything on this node that no live record owns goes. In-flight work
+ * (a start or destroy process) is left alone; a live record whose sandbox
+ * we do not track yet (agent restart) is adopted. */
+void reap_orphans(struct node *n, bool at_start)
+{
+	char **ids = NULL;
+	size_t nn = 0;
+	sbx_err err = SBX_ERR_INIT;
+
+	/* The sandbox's directory is made first and removed last, so listing
+	 * the state directory (with its mounts, loops and containers) finds
+	 * every leftover of this node, and nothing of another instance's. */
+	if (sandbox_list(&n->sc, &ids, &nn, &err) < 0) {
+		log_warnx("orphan pass: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		cleanup_pgres PGresult *r = NULL;
+		const char *id = ids[i];
+		const char *st;
+		struct sb *s;
+
+		if (!sbx_id_valid(id) || node_op_find(n, id))
+			continue;
+		s = sb_find(n, id);
+		if (s && s->st != SB_READY)
+			continue;
+		if (sbx_db_query(&n->db, &r, &err, "SELECT status, memory_mb, disk_gb, coalesce(node_id, '') "
+				 "FROM sandboxes WHERE id = $1", 1, id) < 0) {
+			log_warnx("orphan pass: %s", err.msg);
+			goto out; /* without the records, remove nothing */
+		}
+		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
+		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
+		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
+			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
+				log_info("sandbox %s: adopted (%s)", id, st);
+			continue;
+		}
+		log_info("sandbox %s: removing leftovers (record: %s)", id, st);
+		destroy_local(n, id, NULL, "no live record owns it");
+	}
+	if (at_start) {
+		/* live records of this node with nothing here: lost in a crash */
+		cleanup_pgres PGresult *r = NULL;
+		if (sbx_db_query(&n->db, &r, &err,
+				 "SELECT id FROM sandboxes WHERE node_id = $1 AND status IN ('ready', 'pausing', 'paused', 'resuming')",
+				 1, n->node_id) == 0) {
+			for (int i = 0; i < PQntuples(r); i++) {
+				const char *id = PQgetvalue(r, i, 0);
+				if (!sb_find(n, id)) {
+					log_warnx("sandbox %s: not found on its node", id);
+					mark_failed(n, id, "the sandbox was lost: its node no longer has it");
+				}
+			}
+		}
+	}
+out:
+	for (size_t i = 0; i < nn; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* ---- what this node offers ---- */
+
+/* Upserts this node's row (heartbeat, templates it has unpacked) and each
+ * template's description from its image.json. */
+void node_register(struct node *n)
+{
+	char dir[600];
+	DIR *d;
+	struct dirent *de;
+	cleanup_json json_t *names = json_array();
+	cleanup_free char *names_s = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	snprintf(dir, sizeof(dir), "%s/templates", n->sc.state_dir);
+	d = opendir(dir);
+	while (d && (de = readdir(d))) {
+		char path[1200];
+		cleanup_json json_t *img = NULL;
+		json_error_t jerr;
+		const char *dn, *desc, *digest;
+
+		if (de->d_name[0] == '.' || !template_name_ok(de->d_name))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/current/image.json", dir, de->d_name);
+		img = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+		if (!img)
+			continue;
+		dn = sbx_json_str(img, "display_name", de->d_name);
+		desc = sbx_json_str(img, "description", "");
+		digest = sbx_json_str(img, "digest", NULL);
+		if (sbx_db_query(&n->db, NULL, &err,
+				 "INSERT INTO templates (name, display_name, description, digest) VALUES ($1, $2, $3, $4) "
+				 "ON CONFLICT (name) DO UPDATE SET display_name = $2, description = $3, digest = $4",
+				 4, de->d_name, dn, desc, digest) < 0) {
+			log_warnx("registering template %s: %s", de->d_name, err.msg);
+			continue;
+		}
+		json_array_append_new(names, json_string(de->d_name));
+	}
+	if (d)
+		closedir(d);
+	names_s = json_dumps(names, JSON_COMPACT);
+	if (sbx_db_query(&n->db, NULL, &err,
+			 "INSERT INTO nodes (id, templates, heartbeat_at) "
+			 "VALUES ($1, ARRAY(SELECT jsonb_array_elements_text($2::jsonb)), now()) "
+			 "ON CONFLICT (id) DO UPDATE SET templates = EXCLUDED.templates, heartbeat_at = now()",
+			 2, n->node_id, names_s) < 0)
+		log_warnx("registering node: %s", err.msg);
+}
+
