@@ -515,8 +515,22 @@ static void reap_children(struct node *n)
 	}
 }
 
+/* The broker's socket leaves epoll through our own duplicate of it: the
+ * start and destroy processes forked meanwhile hold copies of the socket, so
+ * a registration by the closed descriptor would stay and fire forever (it
+ * made the agent retry thousands of times and back off to 30 s). */
+static void mq_unwatch(struct node *n)
+{
+	if (n->mq_wfd < 0)
+		return;
+	epoll_ctl(n->ep, EPOLL_CTL_DEL, n->mq_wfd, NULL);
+	close(n->mq_wfd);
+	n->mq_wfd = -1;
+}
+
 static int mq_setup(struct node *n, sbx_err *err)
 {
+	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	n->mq = NULL;
 	if (sbx_mq_open(&n->mq, sbx_cfg_str(n->cfg, "amqp_url"), err) < 0)
@@ -541,7 +555,9 @@ static int mq_setup(struct node *n, sbx_err *err)
 		return -1;
 	{
 		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = NULL };
-		epoll_ctl(n->ep, EPOLL_CTL_ADD, sbx_mq_fd(n->mq), &ev);
+		n->mq_wfd = fcntl(sbx_mq_fd(n->mq), F_DUPFD_CLOEXEC, 0);
+		if (n->mq_wfd < 0 || epoll_ctl(n->ep, EPOLL_CTL_ADD, n->mq_wfd, &ev) < 0)
+			return sbx_err_sys(err, "internal", "watching the broker's socket");
 	}
 	log_info("node agent consuming %s", n->queue);
 	return 0;
@@ -582,10 +598,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	struct node *n = &nd;
 	sbx_err err = SBX_ERR_INIT;
 	long retry_ms = 500;
+	long long mq_retry_at = 0;
 	bool mq_up = false;
 
 	(void)ctx;
 	memset(n, 0, sizeof(*n));
+	n->mq_wfd = -1;
 	n->cfg = cfg;
 	n->node_id = worker_node_id(cfg);
 	if (sbx_msg_node_queue(n->node_id, n->queue, sizeof(n->queue), &err) < 0)
@@ -643,16 +661,19 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		long long now = sbx_now_ms();
 		int k, timeout = 1000;
 
-		if (!mq_up && !sbx_child_stop) {
+		/* retries by the clock: an early wake-up is no reason to retry */
+		if (!mq_up && !sbx_child_stop && now >= mq_retry_at) {
 			if (mq_setup(n, &err) < 0) {
 				log_warnx("%s; retrying in %ld ms", err.msg, retry_ms);
-				timeout = (int)retry_ms;
+				mq_retry_at = now + retry_ms;
 				retry_ms = retry_ms * 2 > 30000 ? 30000 : retry_ms * 2;
 			} else {
 				mq_up = true;
 				retry_ms = 500;
 			}
 		}
+		if (!mq_up && mq_retry_at - now < timeout)
+			timeout = mq_retry_at > now ? (int)(mq_retry_at - now) : 0;
 		if (now >= n->next_orphans && !sbx_child_stop) {
 			node_register(n);
 			reap_orphans(n, n->next_orphans == 0);
@@ -689,6 +710,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 				break;
 			if (r < 0) {
 				log_warnx("%s; reconnecting", err.msg);
+				mq_unwatch(n);
 				mq_up = false;
 				break;
 			}
@@ -699,6 +721,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);
 	log_info("node agent #%d stopped", index);

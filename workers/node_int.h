@@ -64,6 +64,7 @@ struct node {
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
 	bool announced;
+	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
 };
 
 /* node.c */
