@@ -18,10 +18,7 @@
 # key2 = its next 16 bits << 16 | kind (0 request, 1 stream) << 15 | slot.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq python3 curl psql; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc" runsc jq python3 curl psql
 require_stack
 RT_MARK=$(log_mark)
 HOLD_PID=""

@@ -18,10 +18,7 @@
 # Shares its load, kills and census with bench/chaos (chaoslib.sh).
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (kill -9 of the stack's parts, runsc)"; exit 0; }
-for p in runsc jq ss shuf nft ip; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "kill -9 of the stack's parts, runsc" runsc jq ss shuf nft ip
 require_stack
 for f in sbx_pg_start sbx_mq_start; do
 	declare -F $f > /dev/null || bail "scripts/stack-env does not define $f"

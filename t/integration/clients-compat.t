@@ -18,13 +18,8 @@
 #     results[].{path, bytes, success, error}}.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc)"; exit 0; }
-for p in runsc jq python3 sha256sum base64; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
-require_stack
-RT_MARK=$(log_mark)
-trap 'rc=$?; rt_kill_bg; sb_cleanup; t_end $rc' EXIT
+t_require --root "runsc" runsc jq python3 sha256sum base64
+rt_begin
 T=$T_TMP
 
 rt_setup it-clients

@@ -18,10 +18,7 @@
 #     .sbx-upload-* file in the target directory.
 . "$(dirname "$0")/lib.sh"
 
-[ "$(id -u)" = 0 ] || { echo "1..0 # SKIP needs root (runsc, kill of the node agent)"; exit 0; }
-for p in runsc jq python3 curl; do
-	command -v $p > /dev/null || { echo "1..0 # SKIP $p is missing"; exit 0; }
-done
+t_require --root "runsc, kill of the node agent" runsc jq python3 curl
 require_stack
 RT_MARK=$(log_mark)
 SPID=""
