@@ -743,9 +743,11 @@ def check_runtime(t, spec, cl, sid):
         body="echoed\n", ctype=octet)
     one("GET", "/processes/%d/output?follow=1" % pid, "/sandboxes/{id}/processes/{pid}/output", "get", 200,
         extra=lambda r: check_frames(spec, r, "output"), what="replayed and followed to the end")
-    r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"sleep 60","background":true}',
-            what="background")
+    r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200,
+            body='{"cmd":"sleep 60","background":true,"pty":{"cols":100,"rows":30}}', what="background on a pty")
     pid = (r.json or {}).get("data", {}).get("pid") if r.json_ok and isinstance(r.json.get("data"), dict) else None
+    one("POST", "/processes/%s/resize" % pid, "/sandboxes/{id}/processes/{pid}/resize", "post", 200,
+        body='{"cols":120,"rows":40}', extra=data_is(pid=pid, cols=120, rows=40))
     one("POST", "/processes/%s/signal" % pid, "/sandboxes/{id}/processes/{pid}/signal", "post", 200,
         body='{"signal":"SIGKILL"}', extra=data_is(pid=pid, signal=9))
 

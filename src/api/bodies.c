@@ -56,8 +56,16 @@ static const struct sbx_jfield exec_spec[] = {
 	{ "stdin", SBX_J_STRING, false, 0, 0 },
 	{ "stdin_encoding", SBX_J_STRING, false, 1, 16 },
 	{ "background", SBX_J_BOOL, false, 0, 0 },
+	{ "pty", SBX_J_OBJECT, false, 0, 0 },
 };
 BODY(api_exec_body, exec_spec, NULL);
+
+/* 1..SBX_PTY_MAX (frame.h) */
+static const struct sbx_jfield pty_spec[] = {
+	{ "cols", SBX_J_INT, true, 1, 1000 },
+	{ "rows", SBX_J_INT, true, 1, 1000 },
+};
+BODY(api_exec_pty, pty_spec, "pty");
 
 static const struct sbx_jfield code_spec[] = {
 	{ "language", SBX_J_STRING, true, 1, 16 },

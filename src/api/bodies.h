@@ -17,6 +17,7 @@ extern const struct api_body api_create_body;   /* POST /sandboxes */
 extern const struct api_body api_create_specs;  /* ... its "specs" */
 extern const struct api_body api_create_egress; /* ... its "egress" */
 extern const struct api_body api_exec_body;     /* POST /sandboxes/{id}/exec */
+extern const struct api_body api_exec_pty;      /* ... its "pty" */
 extern const struct api_body api_code_body;     /* POST /sandboxes/{id}/code */
 
 /* sbx_json_check of obj against b (400s naming the field). */

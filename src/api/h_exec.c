@@ -273,6 +273,7 @@ struct exec_params {
 	long long timeout_s;
 	const char *stdin_b64;
 	bool stream, background;
+	long long cols, rows; /* a pseudo-terminal of that size (cols 0: none) */
 };
 
 /* Relays the events of an exec-like op (exec, attach) to the client as
@@ -393,6 +394,9 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 			 "stdin_open", p->background, "background", p->background);
 	if (p->stdin_b64)
 		json_object_set_new(body, "stdin_b64", json_string(p->stdin_b64));
+	if (p->cols)
+		json_object_set_new(body, "pty", json_pack("{s:I, s:I}", "cols", (json_int_t)p->cols, "rows",
+							   (json_int_t)p->rows));
 	if (rt_start(&op, r, sb, SBX_MSG_EXEC, body, &err) < 0) {
 		json_decref(body);
 		api_send_error(r, &err);
@@ -452,6 +456,9 @@ static void run_shell(struct api_req *r, struct exec_params *p, const char *scri
 	}
 	argv = json_pack("[s, s, s]", "/bin/sh", "-c", script);
 	env = merged_env(&sb, call_env);
+	/* a terminal's programs need to know what it is; the caller may say */
+	if (p->cols && !json_object_get(env, "TERM"))
+		json_object_set_new(env, "TERM", json_string("xterm-256color"));
 	p->argv = argv;
 	p->env = env;
 	run_exec(r, &sb, p);
@@ -507,7 +514,18 @@ void h_exec(struct api_req *r)
 		}
 	}
 	p.background = sbx_json_bool(body, "background", false);
+	/* a background process runs until it exits or is signalled (a shell
+	 * someone works in for an hour); a timeout only when asked for */
+	if (p.background && !json_object_get(body, "timeout_seconds"))
+		p.timeout_s = 0;
 	p.stdin_b64 = stdin_b64;
+	if (json_object_get(body, "pty") && !json_is_null(json_object_get(body, "pty"))) {
+		json_t *pty = json_object_get(body, "pty");
+		if (api_body_check(pty, &api_exec_pty, &err) < 0)
+			goto fail;
+		p.cols = sbx_json_int(pty, "cols", 80);
+		p.rows = sbx_json_int(pty, "rows", 24);
+	}
 	run_shell(r, &p, cmd, json_object_get(body, "env"));
 	return;
 fail:

@@ -13,6 +13,7 @@
 #include "json.h"
 #include "page.h"
 #include "runtime.h"
+#include "frame.h"
 
 #define PROC_OP_MS 30000
 #define FOLLOW_MAX_MS (24LL * 3600 * 1000)
@@ -174,6 +175,34 @@ static int signal_number(json_t *v)
 				return names[i].sig;
 	}
 	return -1;
+}
+
+/* A background process on a pseudo-terminal gets a new terminal size (its
+ * foreground process group gets SIGWINCH). */
+void h_process_resize(struct api_req *r)
+{
+	static const struct sbx_jfield spec[] = {
+		{ "cols", SBX_J_INT, true, 1, SBX_PTY_MAX },
+		{ "rows", SBX_J_INT, true, 1, SBX_PTY_MAX },
+	};
+	sbx_err err = SBX_ERR_INIT;
+	cleanup_json json_t *body = NULL, *reply = NULL;
+	json_int_t cols, rows;
+	json_t *b;
+
+	if (api_json_body(r, &body, &err) < 0 || sbx_json_check(body, spec, 2, NULL, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	cols = json_integer_value(json_object_get(body, "cols"));
+	rows = json_integer_value(json_object_get(body, "rows"));
+	b = json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)r->m.pid, "cols", cols, "rows", rows);
+	if (proc_call(r, SBX_MSG_PROC_RESIZE, b, &reply, &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	api_send_data(r, 200, "Terminal resized",
+		      json_pack("{s:I, s:I, s:I}", "pid", (json_int_t)r->m.pid, "cols", cols, "rows", rows));
 }
 
 void h_process_signal(struct api_req *r)

@@ -335,6 +335,7 @@ static const struct {
 	[SBX_R_PROCESS_OUTPUT] = { .get = h_process_output },
 	[SBX_R_PROCESS_STDIN] = { .post = h_process_stdin },
 	[SBX_R_PROCESS_SIGNAL] = { .post = h_process_signal },
+	[SBX_R_PROCESS_RESIZE] = { .post = h_process_resize },
 };
 
 static long long mono_us(void)

@@ -182,7 +182,7 @@ static size_t on_read(char *p, size_t sz, size_t nm, void *arg)
 int request(const struct cli *c, const char *method, const char *path, json_t *body, FILE *file,
 		   const char *accept, struct call *k)
 {
-	CURL *h = curl_easy_init();
+	CURL *h = c->curl ? c->curl : curl_easy_init();
 	struct curl_slist *hd = NULL;
 	char auth[320], url[2048];
 	cleanup_free char *js = NULL;
@@ -191,6 +191,8 @@ int request(const struct cli *c, const char *method, const char *path, json_t *b
 
 	if (!h)
 		die(EXIT_CONN, "cannot start libcurl");
+	if (c->curl)
+		curl_easy_reset(h); /* the options go; the open connection stays */
 	snprintf(url, sizeof(url), "%s%s", c->url, path);
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", c->key);
 	hd = curl_slist_append(hd, auth);
@@ -205,7 +207,11 @@ int request(const struct cli *c, const char *method, const char *path, json_t *b
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
 	if (*c->cacert)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
-	if (body) {
+	if (k->has_raw) {
+		hd = curl_slist_append(hd, "Content-Type: application/octet-stream");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, k->raw ? k->raw : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)k->rawlen);
+	} else if (body) {
 		js = json_dumps(body, JSON_COMPACT);
 		if (!js)
 			die(EXIT_CONN, "out of memory");
@@ -228,11 +234,13 @@ int request(const struct cli *c, const char *method, const char *path, json_t *b
 	curl_slist_free_all(hd);
 	if (rc != CURLE_OK && !k->sink_failed) {
 		const char *why = curl_easy_strerror(rc);
-		curl_easy_cleanup(h);
+		if (!c->curl)
+			curl_easy_cleanup(h);
 		die(EXIT_CONN, "%s %s: %s", method, url, why);
 	}
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &k->status);
-	curl_easy_cleanup(h);
+	if (!c->curl)
+		curl_easy_cleanup(h);
 	return k->sink_failed ? -1 : 0;
 }
 
@@ -329,6 +337,8 @@ static const struct command {
 	{ "egress", "ID MODE [ALLOW...]", "set a running sandbox's egress: open, deny_all or restricted", cmd_egress },
 	{ "logs", "[-f] ID PID", "output of a background process (-f: follow)", cmd_logs },
 	{ "templates", "", "list the templates", cmd_templates },
+	{ "shell", "[-e K=V]... [-w DIR] ID [CMD [ARG...]]",
+	  "an interactive terminal in the sandbox (a login shell, or CMD)", cmd_shell },
 };
 
 static void usage(FILE *f)

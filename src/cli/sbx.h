@@ -17,6 +17,7 @@
 struct cli {
 	char url[512], key[256], cacert[PATH_MAX];
 	bool json;
+	void *curl; /* a CURL handle kept between requests (keep-alive), or NULL */
 };
 
 struct buf {
@@ -35,6 +36,9 @@ void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), no
 typedef int (*sink_fn)(const char *p, size_t n, void *arg);
 
 struct call {
+	const char *raw; /* a raw request body of rawlen bytes (with has_raw) */
+	size_t rawlen;
+	bool has_raw;
 	struct buf body; /* the answer (when there is no sink, or an error) */
 	sink_fn sink;
 	void *sink_arg;
@@ -49,6 +53,10 @@ int request(const struct cli *c, const char *method, const char *path, json_t *b
 	    const char *accept, struct call *k);
 /* Prints the API's message for a failed call and exits (1, or 3 with no answer). */
 void api_fail(const struct call *k, const char *what) __attribute__((noreturn));
+/* A stream of NDJSON frames (exec, process output): output goes to our
+ * stdout/stderr as it arrives; *bytes (if not NULL) grows by the output
+ * bytes seen. Returns the exit code, -1 when the stream ended without one. */
+int stream_frames(const struct cli *c, const char *path, json_t *body, const char *what, unsigned long long *bytes);
 /* A JSON call that must answer 2xx: the whole answer, NULL for a 204. */
 json_t *call_json(const struct cli *c, const char *method, const char *path, json_t *body, const char *what);
 void print_json(json_t *v);
@@ -70,5 +78,6 @@ int cmd_volumes(struct cli *c, int argc, char **argv);
 int cmd_egress(struct cli *c, int argc, char **argv);
 int cmd_logs(struct cli *c, int argc, char **argv);
 int cmd_templates(struct cli *c, int argc, char **argv);
+int cmd_shell(struct cli *c, int argc, char **argv);
 
 #endif

@@ -15,7 +15,7 @@
 
 #include "sbx.h"
 
-#define STDIN_MAX (16u << 20) /* what one exec request may carry as stdin */
+#define STDIN_MAX (1u << 20) /* what one exec request may carry as stdin (the API's cap) */
 #define NDJSON "Accept: application/x-ndjson"
 
 static const struct option json_only[] = { { "json", no_argument, NULL, 'J' }, { 0 } };
@@ -342,6 +342,7 @@ int cmd_volumes(struct cli *c, int argc, char **argv)
 struct frames {
 	struct buf line;
 	int exit_code; /* -1 until `done` */
+	unsigned long long bytes; /* output bytes written */
 	char error[512];
 };
 
@@ -383,9 +384,11 @@ static int frame(struct frames *f, const char *s)
 				rc = -1;
 			else
 				rc = write_all(fd, (const char *)bin, bl);
+			f->bytes += bl;
 			free(bin);
 		} else {
 			rc = write_all(fd, data, n);
+			f->bytes += n;
 		}
 	} else if (strcmp(type, "done") == 0 || strcmp(type, "exit") == 0) {
 		json_t *ec = json_object_get(v, "exit_code");
@@ -418,9 +421,7 @@ static int on_frames(const char *p, size_t n, void *arg)
 	return 0;
 }
 
-/* Runs a stream request; returns the command's exit code, -1 when the
- * stream ended without one (a log that was not followed to the end). */
-static int stream(const struct cli *c, const char *path, json_t *body, const char *what)
+int stream_frames(const struct cli *c, const char *path, json_t *body, const char *what, unsigned long long *bytes)
 {
 	struct frames f = { .exit_code = -1 };
 	struct call k = { .sink = on_frames, .sink_arg = &f };
@@ -431,6 +432,8 @@ static int stream(const struct cli *c, const char *path, json_t *body, const cha
 		api_fail(&k, what);
 	if (f.line.len)
 		frame(&f, f.line.s);
+	if (bytes)
+		*bytes += f.bytes;
 	buf_free(&f.line);
 	buf_free(&k.body);
 	if (*f.error)
@@ -535,7 +538,7 @@ int cmd_exec(struct cli *c, int argc, char **argv)
 		json_object_set_new(body, "stdin_encoding", json_string("base64"));
 	}
 	fflush(stdout);
-	rc = stream(c, p, body, "exec");
+	rc = stream_frames(c, p, body, "exec", NULL);
 	if (rc < 0)
 		die(EXIT_CONN, "exec: the stream ended without an exit code");
 	json_decref(body);
@@ -557,6 +560,6 @@ int cmd_logs(struct cli *c, int argc, char **argv)
 	need_args(argc - optind, 2, "logs [-f] ID PID");
 	snprintf(p, sizeof(p), "/sandboxes/%s/processes/%ld/output%s", check_id(argv[optind], "sandbox"),
 		 number(argv[optind + 1], "PID"), follow ? "?follow=1" : "");
-	stream(c, p, NULL, "logs");
+	stream_frames(c, p, NULL, "logs", NULL);
 	return 0;
 }

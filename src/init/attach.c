@@ -209,6 +209,13 @@ void on_pstdin(struct conn *c, uint32_t stream, uint32_t pid, const uint8_t *dat
 	proc_arm(p);
 }
 
+void on_presize(struct conn *c, uint32_t stream, uint32_t pid, uint16_t cols, uint16_t rows)
+{
+	struct proc *p = bg_find(pid);
+
+	answer(c, stream, !p || p->exited ? ESRCH : proc_resize(p, cols, rows));
+}
+
 void on_psignal(struct conn *c, uint32_t stream, uint32_t pid, uint32_t sig)
 {
 	struct proc *p = bg_find(pid);

@@ -221,6 +221,7 @@ static int opens_stream(uint8_t type)
 	case SBX_F_PROCS:
 	case SBX_F_PSTDIN:
 	case SBX_F_PSIGNAL:
+	case SBX_F_PRESIZE:
 		return 1;
 	default:
 		return 0;
@@ -268,6 +269,13 @@ static int on_request(struct conn *c, const struct sbx_frame *f, sbx_err *err)
 			return -1;
 		on_psignal(c, f->stream, pid, v);
 		return 0;
+	case SBX_F_PRESIZE: {
+		uint16_t cols, rows;
+		if (sbx_presize_decode(f->payload, f->len, &pid, &cols, &rows, err) < 0)
+			return -1;
+		on_presize(c, f->stream, pid, cols, rows);
+		return 0;
+	}
 	default:
 		return sbx_err_set(err, 0, "bad_frame", "not a request frame");
 	}

@@ -7,7 +7,7 @@
  *   proc.c    EXEC: starting commands, pipes, output within credit, stdin,
  *             timeouts, exit; background processes' output logs
  *   xfer.c    streams that are not processes: their life, end and answer
- *   attach.c  background processes by pid: ATTACH, PROCS, PSTDIN, PSIGNAL
+ *   attach.c  background processes by pid: ATTACH, PROCS, PSTDIN, PSIGNAL, PRESIZE
  *   file.c    FILE operations: write, read, list, delete, mkdir
  * Only libc (plus src/lib's frame.c and err.c, compiled in): the binary is
  * static and bind-mounted into every sandbox, whatever its image. */
@@ -61,6 +61,7 @@ struct proc {
 	uint32_t stream;
 	pid_t pid;
 	int background, done;
+	int pty;     /* on a pseudo-terminal: fd_out is its master, fd_err -1 */
 	int fd_out, fd_err, fd_in, fd_timer;
 	struct watch w_out, w_err, w_in, w_timer;
 	int armed_out, armed_err, armed_in;
@@ -148,6 +149,9 @@ void proc_stdin_flush(struct proc *p);
 void proc_service(struct proc *p);
 void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req);
 void proc_timeout(struct proc *p);
+/* A pty process's terminal size: 0 or an errno (ENOTTY: no terminal). */
+int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
+void on_presize(struct conn *c, uint32_t stream, uint32_t pid, uint16_t cols, uint16_t rows);
 void log_unlink(const struct proc *p);
 void proc_free(struct proc *p);
 

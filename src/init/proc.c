@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/uio.h>
@@ -133,6 +134,14 @@ void proc_stdin_flush(struct proc *p)
 		conn_send_u32(p->conn, SBX_F_STDIN_ACK, p->stream, (uint32_t)acked);
 	if (!buf_pending(&p->stdin_buf)) {
 		buf_free(&p->stdin_buf);
+		if (p->stdin_close && p->pty && p->fd_in >= 0) {
+			/* a terminal has no end of input: EOF is typed (^D twice:
+			 * the first ends a partial line, the second reads as EOF),
+			 * and the terminal stays */
+			static const char eot[] = "\x04\x04";
+			ssize_t w = write(p->fd_in, eot, sizeof(eot) - 1);
+			(void)w;
+		}
 		if (p->stdin_close)
 			close_watched(&p->fd_in, &p->armed_in);
 	}
@@ -317,12 +326,16 @@ static void child_fail(int fd, int stage)
 	_exit(127);
 }
 
-/* The child side of EXEC: everything here happens between fork and exec. */
-static void child_exec(const struct sbx_exec_req *req, int in, int out, int err, int errfd)
+/* The child side of EXEC: everything here happens between fork and exec.
+ * tty >= 0 (a pty's slave, also in/out/err) becomes the new session's
+ * controlling terminal. */
+static void child_exec(const struct sbx_exec_req *req, int in, int out, int err, int tty, int errfd)
 {
 	sigset_t none;
 
 	setsid();
+	if (tty >= 0 && ioctl(tty, TIOCSCTTY, 0) < 0)
+		child_fail(errfd, 2);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	signal(SIGPIPE, SIG_DFL); /* ignored dispositions survive exec */
@@ -349,6 +362,31 @@ static int pipe_pair(int p[2])
 	return pipe2(p, O_CLOEXEC);
 }
 
+/* A pseudo-terminal of the request's size: *m the master, *s the slave. */
+static int pty_open(const struct sbx_exec_req *req, int *m, int *s)
+{
+	struct winsize ws = { .ws_row = req->rows, .ws_col = req->cols };
+	char name[64];
+
+	*m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+	if (*m < 0)
+		return -1;
+	if (grantpt(*m) < 0 || unlockpt(*m) < 0 || ptsname_r(*m, name, sizeof(name)) != 0 ||
+	    ioctl(*m, TIOCSWINSZ, &ws) < 0)
+		return -1;
+	*s = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+	return *s < 0 ? -1 : 0;
+}
+
+int proc_resize(struct proc *p, uint16_t cols, uint16_t rows)
+{
+	struct winsize ws = { .ws_row = rows, .ws_col = cols };
+
+	if (!p->pty || p->fd_out < 0)
+		return ENOTTY;
+	return ioctl(p->fd_out, TIOCSWINSZ, &ws) < 0 ? errno : 0;
+}
+
 void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pe[2] = { -1, -1 };
@@ -363,8 +401,20 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 		send_error(c, stream, "cwd does not exist: %s", req->cwd);
 		return;
 	}
-	if (((req->flags & SBX_EXEC_STDIN) && pipe_pair(pin) < 0) || pipe_pair(pout) < 0 ||
-	    pipe_pair(perr) < 0 || pipe_pair(pe) < 0) {
+	if (req->flags & SBX_EXEC_PTY) {
+		/* one terminal for all three: output comes from the master (as
+		 * stdout), input goes to it through its own descriptor; the
+		 * child's three ends are all the slave (pin[0], closed once) */
+		if (pty_open(req, &pout[0], &pin[0]) < 0 || (pin[1] = fcntl(pout[0], F_DUPFD_CLOEXEC, 3)) < 0) {
+			send_error(c, stream, "cannot start: pseudo-terminal: %s", strerror(errno));
+			goto out;
+		}
+	} else if (((req->flags & SBX_EXEC_STDIN) && pipe_pair(pin) < 0) || pipe_pair(pout) < 0 ||
+		   pipe_pair(perr) < 0) {
+		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
+		goto out;
+	}
+	if (pipe_pair(pe) < 0) {
 		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
 		goto out;
 	}
@@ -374,7 +424,9 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 	saved_environ = environ;
 	pid = vfork();
 	if (pid == 0)
-		child_exec(req, pin[0], pout[1], perr[1], pe[1]);
+		child_exec(req, pin[0], (req->flags & SBX_EXEC_PTY) ? pin[0] : pout[1],
+			   (req->flags & SBX_EXEC_PTY) ? pin[0] : perr[1], (req->flags & SBX_EXEC_PTY) ? pin[0] : -1,
+			   pe[1]);
 	environ = saved_environ;
 	if (pid < 0) {
 		send_error(c, stream, "cannot start: fork: %s", strerror(errno));
@@ -434,6 +486,7 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 	p->stream = stream;
 	p->pid = pid;
 	p->background = (req->flags & SBX_EXEC_BACKGROUND) != 0;
+	p->pty = (req->flags & SBX_EXEC_PTY) != 0;
 	p->credit = req->credit;
 	p->fd_in = pin[1];
 	p->fd_out = pout[0];
@@ -445,7 +498,8 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 	p->w_in = (struct watch){ W_IN, p };
 	p->w_timer = (struct watch){ W_TIMER, p };
 	fcntl(p->fd_out, F_SETFL, O_NONBLOCK);
-	fcntl(p->fd_err, F_SETFL, O_NONBLOCK);
+	if (p->fd_err >= 0)
+		fcntl(p->fd_err, F_SETFL, O_NONBLOCK);
 	if (p->fd_in >= 0)
 		fcntl(p->fd_in, F_SETFL, O_NONBLOCK);
 	if (req->timeout_ms) {

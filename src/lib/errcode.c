@@ -23,6 +23,7 @@ static const struct {
 	{ "exec_failed", 400, 0 },
 	{ "stdin_closed", 400, 0 },
 	{ "broken_pipe", 400, 0 },
+	{ "no_terminal", 400, 0 },
 	/* the sandbox is in a state that cannot run it (the message names it) */
 	{ "not_ready", 400, 0 },
 	{ "busy", 409, 0 },
@@ -96,6 +97,7 @@ static const struct {
 	{ EINVAL, "invalid" },
 	{ ELOOP, "invalid" },
 	{ EXDEV, "invalid" },
+	{ ENOTTY, "no_terminal" }, /* a resize of a process started without a pty */
 	{ EPIPE, "stdin_closed" },
 	{ EAGAIN, "busy" }, /* a process's stdin buffer is full */
 	{ EBUSY, "busy" },  /* e.g. deleting a mount point */

@@ -90,6 +90,7 @@ static const struct type_rule rules[] = {
 	{ SBX_F_PROCS, 0, 1, 0, 0 },
 	{ SBX_F_PSTDIN, 0, 1, 4, SBX_FRAME_MAX_PAYLOAD },
 	{ SBX_F_PSIGNAL, 0, 1, 8, 8 },
+	{ SBX_F_PRESIZE, 0, 1, 8, 8 },
 	{ SBX_F_AUTH, 0, 2, SBX_AUTH_LEN, SBX_AUTH_LEN },
 	{ SBX_F_PONG, 1, 0, 0, PING_MAX },
 	{ SBX_F_STARTED, 1, 1, 4, 4 },
@@ -161,8 +162,11 @@ static int check_req(const struct sbx_exec_req *req, sbx_err *err)
 		return sbx_err_set(err, 0, "bad_exec", "argc %d out of range", req->argc);
 	if (req->envc < 0 || req->envc > SBX_EXEC_MAX_ARGS)
 		return sbx_err_set(err, 0, "bad_exec", "envc %d out of range", req->envc);
-	if (req->flags & ~(SBX_EXEC_STDIN | SBX_EXEC_BACKGROUND))
+	if (req->flags & ~(SBX_EXEC_STDIN | SBX_EXEC_BACKGROUND | SBX_EXEC_PTY))
 		return sbx_err_set(err, 0, "bad_exec", "unknown exec flags 0x%x", req->flags);
+	if ((req->flags & SBX_EXEC_PTY) && (req->cols < 1 || req->cols > SBX_PTY_MAX || req->rows < 1 ||
+					    req->rows > SBX_PTY_MAX))
+		return sbx_err_set(err, 0, "bad_exec", "terminal size %ux%u out of range", req->cols, req->rows);
 	if (!req->cwd || req->cwd[0] != '/')
 		return sbx_err_set(err, 0, "bad_exec", "cwd must be an absolute path");
 	if (check_strings(req->argv, req->argc, "argv", 0, err) < 0 ||
@@ -173,9 +177,15 @@ static int check_req(const struct sbx_exec_req *req, sbx_err *err)
 	return 0;
 }
 
+/* Where the strings start: the terminal size sits before them with a pty. */
+static size_t exec_fixed(uint32_t flags)
+{
+	return EXEC_FIXED + ((flags & SBX_EXEC_PTY) ? 4 : 0);
+}
+
 int sbx_exec_encode(const struct sbx_exec_req *req, uint8_t **out, size_t *len, sbx_err *err)
 {
-	size_t n = EXEC_FIXED, off;
+	size_t n = exec_fixed(req->flags), off;
 	uint8_t *p;
 
 	if (check_req(req, err) < 0)
@@ -196,7 +206,11 @@ int sbx_exec_encode(const struct sbx_exec_req *req, uint8_t **out, size_t *len, 
 	sbx_put32(p + 8, req->credit);
 	put16(p + 12, (uint16_t)req->argc);
 	put16(p + 14, (uint16_t)req->envc);
-	off = EXEC_FIXED;
+	if (req->flags & SBX_EXEC_PTY) {
+		put16(p + 16, req->cols);
+		put16(p + 18, req->rows);
+	}
+	off = exec_fixed(req->flags);
 #define PUTS(s)                                      \
 	do {                                         \
 		size_t l_ = strlen(s) + 1;           \
@@ -232,13 +246,14 @@ static const char *next_string(const uint8_t *p, size_t n, size_t *off)
 
 int sbx_exec_decode(const uint8_t *p, size_t n, struct sbx_exec_req *req, sbx_err *err)
 {
-	size_t off = EXEC_FIXED;
+	size_t off;
 	const char **argv = NULL, **envp = NULL;
 	int argc, envc;
 
 	memset(req, 0, sizeof(*req));
-	if (n < EXEC_FIXED || n > SBX_FRAME_MAX_PAYLOAD)
+	if (n < EXEC_FIXED || n > SBX_FRAME_MAX_PAYLOAD || n < exec_fixed(sbx_get32(p)))
 		return sbx_err_set(err, 0, "bad_exec", "EXEC payload of %zu bytes", n);
+	off = exec_fixed(sbx_get32(p));
 	argc = get16(p + 12);
 	envc = get16(p + 14);
 	if (argc < 1 || argc > SBX_EXEC_MAX_ARGS)
@@ -246,7 +261,7 @@ int sbx_exec_decode(const uint8_t *p, size_t n, struct sbx_exec_req *req, sbx_er
 	if (envc > SBX_EXEC_MAX_ARGS)
 		return sbx_err_set(err, 0, "bad_exec", "envc %d out of range", envc);
 	/* every string takes at least its NUL: reject before allocating */
-	if ((size_t)(1 + argc + envc) > n - EXEC_FIXED)
+	if ((size_t)(1 + argc + envc) > n - off)
 		return sbx_err_set(err, 0, "bad_exec", "EXEC payload too short for %d args and %d env",
 				   argc, envc);
 	argv = calloc((size_t)argc + 1, sizeof(*argv));
@@ -259,6 +274,10 @@ int sbx_exec_decode(const uint8_t *p, size_t n, struct sbx_exec_req *req, sbx_er
 	req->flags = sbx_get32(p);
 	req->timeout_ms = sbx_get32(p + 4);
 	req->credit = sbx_get32(p + 8);
+	if (req->flags & SBX_EXEC_PTY) {
+		req->cols = get16(p + 16);
+		req->rows = get16(p + 18);
+	}
 	req->argc = argc;
 	req->envc = envc;
 	req->argv = argv;
@@ -450,6 +469,26 @@ int sbx_psignal_decode(const uint8_t *p, size_t n, uint32_t *pid, uint32_t *sig,
 	*sig = sbx_get32(p + 4);
 	if (*pid == 0 || *pid > INT32_MAX || *sig < 1 || *sig > 64)
 		return sbx_err_set(err, 0, "bad_psignal", "PSIGNAL pid %u signal %u", *pid, *sig);
+	return 0;
+}
+
+long sbx_presize_encode(uint32_t pid, uint16_t cols, uint16_t rows, uint8_t out[8])
+{
+	sbx_put32(out, pid);
+	put16(out + 4, cols);
+	put16(out + 6, rows);
+	return 8;
+}
+
+int sbx_presize_decode(const uint8_t *p, size_t n, uint32_t *pid, uint16_t *cols, uint16_t *rows, sbx_err *err)
+{
+	if (n != 8)
+		return sbx_err_set(err, 0, "bad_presize", "PRESIZE payload of %zu bytes", n);
+	*pid = sbx_get32(p);
+	*cols = get16(p + 4);
+	*rows = get16(p + 6);
+	if (*pid == 0 || *pid > INT32_MAX || *cols < 1 || *cols > SBX_PTY_MAX || *rows < 1 || *rows > SBX_PTY_MAX)
+		return sbx_err_set(err, 0, "bad_presize", "PRESIZE pid %u size %ux%u", *pid, *cols, *rows);
 	return 0;
 }
 

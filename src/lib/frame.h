@@ -32,6 +32,7 @@ enum sbx_frame_type {
 	SBX_F_PSTDIN = 0x09, /* (v2) payload: u32 pid + bytes (none: close); background stdin */
 	SBX_F_PSIGNAL = 0x0a, /* (v2) payload: u32 pid, u32 signal; background process group */
 	SBX_F_AUTH = 0x0b,   /* (v3) payload: AUTH below; the host's answer to HELLO */
+	SBX_F_PRESIZE = 0x0c, /* (v3) payload: u32 pid, u16 cols, u16 rows; a background pty's size */
 	/* sbx-init -> host */
 	SBX_F_PONG = 0x81,    /* payload: the cookie */
 	SBX_F_STARTED = 0x82, /* payload: u32 pid inside the sandbox */
@@ -81,10 +82,16 @@ enum sbx_frame_type {
  *   u32 timeout_ms (0 = none)
  *   u32 initial output credit in bytes
  *   u16 argc, u16 envc
+ *   [u16 cols, u16 rows: only with SBX_EXEC_PTY]
  *   cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... ("NAME=value")
+ * With SBX_EXEC_PTY the command runs on a pseudo-terminal of that size (its
+ * session's controlling terminal): its output, stdout and stderr alike, comes
+ * as STDOUT, and stdin (STDIN / PSTDIN) is what is typed on the terminal.
  * argc >= 1; the whole payload <= SBX_FRAME_MAX_PAYLOAD. */
 #define SBX_EXEC_STDIN 0x1u
 #define SBX_EXEC_BACKGROUND 0x2u
+#define SBX_EXEC_PTY 0x4u
+#define SBX_PTY_MAX 1000 /* cols and rows: 1..SBX_PTY_MAX */
 #define SBX_EXEC_MAX_ARGS 4096
 
 struct sbx_frame {
@@ -96,6 +103,7 @@ struct sbx_frame {
 
 struct sbx_exec_req {
 	uint32_t flags, timeout_ms, credit;
+	uint16_t cols, rows; /* with SBX_EXEC_PTY */
 	const char *cwd;
 	int argc, envc;
 	const char **argv; /* NULL-terminated, pointers into the payload */
@@ -228,6 +236,9 @@ long sbx_attach_encode(const struct sbx_attach_req *req, uint8_t out[SBX_ATTACH_
 int sbx_attach_decode(const uint8_t *p, size_t n, struct sbx_attach_req *req, sbx_err *err);
 /* PSIGNAL: u32 pid, u32 signal (1..64). PSTDIN: u32 pid then the bytes. */
 long sbx_psignal_encode(uint32_t pid, uint32_t sig, uint8_t out[8]);
+/* PRESIZE: a background process's terminal gets cols x rows (1..SBX_PTY_MAX). */
+long sbx_presize_encode(uint32_t pid, uint16_t cols, uint16_t rows, uint8_t out[8]);
+int sbx_presize_decode(const uint8_t *p, size_t n, uint32_t *pid, uint16_t *cols, uint16_t *rows, sbx_err *err);
 int sbx_psignal_decode(const uint8_t *p, size_t n, uint32_t *pid, uint32_t *sig, sbx_err *err);
 int sbx_pstdin_decode(const uint8_t *p, size_t n, uint32_t *pid, const uint8_t **data, size_t *len,
 		      sbx_err *err);

@@ -34,6 +34,7 @@ static const struct {
 	[SBX_MSG_PROC_ATTACH] = { "proc.attach", N | OP },
 	[SBX_MSG_PROC_STDIN] = { "proc.stdin", N | OP },
 	[SBX_MSG_PROC_SIGNAL] = { "proc.signal", N | OP },
+	[SBX_MSG_PROC_RESIZE] = { "proc.resize", N | OP },
 	[SBX_MSG_CREDIT] = { "credit", N | FU },
 	[SBX_MSG_STDIN] = { "stdin", N | FU },
 	[SBX_MSG_SIGNAL] = { "signal", N | FU },

@@ -31,6 +31,7 @@ enum sbx_msg_kind {
 	SBX_MSG_PROC_ATTACH,
 	SBX_MSG_PROC_STDIN,
 	SBX_MSG_PROC_SIGNAL,
+	SBX_MSG_PROC_RESIZE,
 	/* runtime: follow-ups to a running op */
 	SBX_MSG_CREDIT,
 	SBX_MSG_STDIN,

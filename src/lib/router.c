@@ -29,6 +29,7 @@ static const struct {
 	[SBX_R_PROCESS_OUTPUT] = { "process_output", SBX_M_GET },
 	[SBX_R_PROCESS_STDIN] = { "process_stdin", SBX_M_POST },
 	[SBX_R_PROCESS_SIGNAL] = { "process_signal", SBX_M_POST },
+	[SBX_R_PROCESS_RESIZE] = { "process_resize", SBX_M_POST },
 	[SBX_R_FILES_BATCH] = { "files_batch", SBX_M_POST },
 	[SBX_R_FILE] = { "file", SBX_M_GET | SBX_M_PUT | SBX_M_DELETE },
 	[SBX_R_SANDBOX_SNAPSHOTS] = { "sandbox_snapshots", SBX_M_GET | SBX_M_POST },
@@ -297,6 +298,8 @@ int sbx_route_match(const char *method, const char *uri, struct sbx_route_match 
 					r = SBX_R_PROCESS_STDIN;
 				else if (seg_is(&s[4], "signal"))
 					r = SBX_R_PROCESS_SIGNAL;
+				else if (seg_is(&s[4], "resize"))
+					r = SBX_R_PROCESS_RESIZE;
 			}
 		}
 	}

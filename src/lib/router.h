@@ -29,6 +29,7 @@ enum sbx_route {
 	SBX_R_PROCESS_OUTPUT,   /* GET .../processes/{pid}/output */
 	SBX_R_PROCESS_STDIN,    /* POST .../processes/{pid}/stdin */
 	SBX_R_PROCESS_SIGNAL,   /* POST .../processes/{pid}/signal */
+	SBX_R_PROCESS_RESIZE,   /* POST .../processes/{pid}/resize */
 	SBX_R_FILES_BATCH,      /* POST /sandboxes/{id}/files/batch */
 	SBX_R_FILE,             /* GET, PUT, DELETE /sandboxes/{id}/files/{path} */
 	SBX_R_SANDBOX_SNAPSHOTS,/* GET, POST /sandboxes/{id}/snapshots */
