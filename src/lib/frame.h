@@ -103,11 +103,11 @@ struct sbx_frame {
 
 struct sbx_exec_req {
 	uint32_t flags, timeout_ms, credit;
-	uint16_t cols, rows; /* with SBX_EXEC_PTY */
 	const char *cwd;
 	int argc, envc;
 	const char **argv; /* NULL-terminated, pointers into the payload */
 	const char **envp; /* NULL-terminated */
+	uint16_t cols, rows; /* with SBX_EXEC_PTY */
 };
 
 struct sbx_exit_info {

@@ -44,7 +44,7 @@ int main(void)
 	uint32_t v;
 	long r;
 
-	plan(105);
+	plan(112);
 
 	/* header and incremental parsing */
 	n = mk(b, SBX_F_STDOUT, 7, "a\0b\xff", 4);
@@ -150,7 +150,7 @@ int main(void)
 	{
 		const char *argv[] = { "sh", "-c", "echo \xff", NULL };
 		const char *envp[] = { "PATH=/bin", "A=", NULL };
-		req = (struct sbx_exec_req){ SBX_EXEC_STDIN, 1500, 4096, "/tmp", 3, 2, argv, envp };
+		req = (struct sbx_exec_req){ SBX_EXEC_STDIN, 1500, 4096, "/tmp", 3, 2, argv, envp, 0, 0 };
 		ok(sbx_exec_encode(&req, &p, &plen, &err) == 0, "EXEC encodes");
 		ok(sbx_exec_decode(p, plen, &dec, &err) == 0, "... and decodes");
 		ok(dec.flags == SBX_EXEC_STDIN && dec.timeout_ms == 1500 && dec.credit == 4096 &&
@@ -197,13 +197,42 @@ int main(void)
 	   "the smallest EXEC decodes");
 	sbx_exec_req_free(&dec);
 
+	/* EXEC on a pseudo-terminal: the size travels before the strings */
+	{
+		const char *argv[] = { "bash", NULL };
+		req = (struct sbx_exec_req){ SBX_EXEC_PTY | SBX_EXEC_BACKGROUND, 0, 4096, "/", 1, 0, argv,
+					     (const char *[]){ NULL }, 120, 40 };
+		ok(sbx_exec_encode(&req, &p, &plen, &err) == 0 && sbx_exec_decode(p, plen, &dec, &err) == 0 &&
+		   dec.flags == (SBX_EXEC_PTY | SBX_EXEC_BACKGROUND) && dec.cols == 120 && dec.rows == 40 &&
+		   !strcmp(dec.cwd, "/") && !strcmp(dec.argv[0], "bash"),
+		   "EXEC with PTY round-trips its terminal size");
+		sbx_exec_req_free(&dec);
+		ok(sbx_exec_decode(p, 17, &dec, &err) < 0, "... and a PTY EXEC cut inside its size is refused");
+		free(p);
+		req.cols = 0;
+		ok(sbx_exec_encode(&req, &p, &plen, &err) < 0, "a terminal of 0 columns is refused");
+		req.cols = SBX_PTY_MAX + 1;
+		ok(sbx_exec_encode(&req, &p, &plen, &err) < 0, "a terminal wider than SBX_PTY_MAX is refused");
+	}
+	{
+		uint8_t rb[8];
+		uint32_t rpid;
+		uint16_t c, rr;
+		sbx_presize_encode(9, 132, 43, rb);
+		ok(sbx_presize_decode(rb, 8, &rpid, &c, &rr, &err) == 0 && rpid == 9 && c == 132 && rr == 43,
+		   "PRESIZE round-trips pid and size");
+		sbx_presize_encode(9, 0, 43, rb);
+		ok(sbx_presize_decode(rb, 8, &rpid, &c, &rr, &err) < 0, "PRESIZE with 0 columns is refused");
+		ok(sbx_presize_decode(rb, 7, &rpid, &c, &rr, &err) < 0, "a short PRESIZE is refused");
+	}
+
 	/* a payload too large to encode */
 	{
 		char *big = malloc(SBX_FRAME_MAX_PAYLOAD);
 		const char *argv[] = { big, NULL };
 		memset(big, 'a', SBX_FRAME_MAX_PAYLOAD - 1);
 		big[SBX_FRAME_MAX_PAYLOAD - 1] = 0;
-		req = (struct sbx_exec_req){ 0, 0, 0, "/", 1, 0, argv, (const char *[]){ NULL } };
+		req = (struct sbx_exec_req){ 0, 0, 0, "/", 1, 0, argv, (const char *[]){ NULL }, 0, 0 };
 		ok(sbx_exec_encode(&req, &p, &plen, &err) < 0 && err.http == 413,
 		   "an EXEC over the frame maximum is refused with 413");
 		free(big);
