@@ -168,6 +168,7 @@ static enum rk op_kind(enum sbx_msg_kind k)
 	case SBX_MSG_PROC_LIST: return RK_PROCS;
 	case SBX_MSG_PROC_ATTACH: return RK_ATTACH;
 	case SBX_MSG_PROC_STDIN: return RK_PSTDIN;
+	case SBX_MSG_PROC_RESIZE: return RK_PRESIZE;
 	default: return RK_PSIGNAL;
 	}
 }

@@ -208,7 +208,7 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 {
 	json_t *argv, *env = NULL, *v;
 	const char *cwd = "/", *stdin_b64 = NULL, *key;
-	json_int_t timeout_ms = 0, credit = 65536;
+	json_int_t timeout_ms = 0, credit = 65536, cols = 0, rows = 0;
 	int stdin_open = 0, background = 0;
 	json_error_t jerr;
 	struct sbx_exec_req req = { 0 };
@@ -223,10 +223,11 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 	sbx_err err = SBX_ERR_INIT;
 	struct rop *o;
 
-	if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s?o, s?s, s?I, s?I, s?b, s?b, s?s}", "sandbox_id",
-			   &sid, "op_id", &op_id, "argv", &argv, "env", &env, "cwd", &cwd, "timeout_ms", &timeout_ms,
-			   "credit", &credit, "stdin_open", &stdin_open, "background", &background, "stdin_b64",
-			   &stdin_b64) < 0 ||
+	if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s?o, s?s, s?I, s?I, s?b, s?b, s?s, s?{s:I, s:I}}",
+			   "sandbox_id", &sid, "op_id", &op_id, "argv", &argv, "env", &env, "cwd", &cwd, "timeout_ms",
+			   &timeout_ms, "credit", &credit, "stdin_open", &stdin_open, "background", &background,
+			   "stdin_b64", &stdin_b64, "pty", "cols", &cols, "rows", &rows) < 0 ||
+	    (cols && (cols < 1 || cols > SBX_PTY_MAX || rows < 1 || rows > SBX_PTY_MAX)) ||
 	    !json_is_array(argv) || json_array_size(argv) < 1 || json_array_size(argv) > SBX_EXEC_MAX_ARGS ||
 	    (env && !json_is_null(env) && (!json_is_object(env) || json_object_size(env) > SBX_EXEC_MAX_ARGS)) ||
 	    timeout_ms < 0 || timeout_ms > UINT32_MAX || credit < 0 || credit > UINT32_MAX) {
@@ -271,7 +272,10 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 			    "stdin_b64 is not base64 of at most 1 MiB");
 		return;
 	}
-	req.flags = (stdin_open || inlen ? SBX_EXEC_STDIN : 0) | (background ? SBX_EXEC_BACKGROUND : 0);
+	req.flags = (stdin_open || inlen ? SBX_EXEC_STDIN : 0) | (background ? SBX_EXEC_BACKGROUND : 0) |
+		    (cols ? SBX_EXEC_PTY : 0);
+	req.cols = (uint16_t)cols;
+	req.rows = (uint16_t)rows;
 	req.timeout_ms = (uint32_t)timeout_ms;
 	req.credit = (uint32_t)credit;
 	req.cwd = cwd;
@@ -368,7 +372,7 @@ void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
 		    enum rk kind)
 {
-	json_int_t pid = 0, offset = 0, credit = 65536;
+	json_int_t pid = 0, offset = 0, credit = 65536, cols = 1, rows = 1;
 	int follow = 0, close_ = 0;
 	const char *data = NULL;
 	json_t *sigv = NULL;
@@ -392,12 +396,17 @@ void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s?s, s?b}", "sandbox_id", &sid, "op_id",
 				    &op_id, "pid", &pid, "data_b64", &data, "close", &close_);
 		break;
+	case RK_PRESIZE:
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s:I, s:I}", "sandbox_id", &sid, "op_id",
+				    &op_id, "pid", &pid, "cols", &cols, "rows", &rows);
+		break;
 	default:
 		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s:o}", "sandbox_id", &sid, "op_id", &op_id,
 				    "pid", &pid, "signal", &sigv);
 		break;
 	}
 	if (rc < 0 || pid < 0 || pid > UINT32_MAX || offset < 0 || credit < 0 || credit > UINT32_MAX ||
+	    cols < 1 || cols > SBX_PTY_MAX || rows < 1 || rows > SBX_PTY_MAX ||
 	    (kind != RK_PROCS && pid < 1)) {
 		reply_error(r, m, op_id, "internal", "malformed %s request: %s", m->type, jerr.text);
 		return;
@@ -465,6 +474,12 @@ void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 		} else {
 			chan_send(r, o->ch, SBX_F_PSTDIN, o->stream, p, 4);
 		}
+		break;
+	}
+	case RK_PRESIZE: {
+		uint8_t p[8];
+		long n = sbx_presize_encode((uint32_t)pid, (uint16_t)cols, (uint16_t)rows, p);
+		chan_send(r, o->ch, SBX_F_PRESIZE, o->stream, p, (size_t)n);
 		break;
 	}
 	default: {

@@ -27,7 +27,7 @@ plan 15
 # --- the API under it
 req nginx POST "/sandboxes/$ID/exec" '{"cmd":"tty; echo $TERM; stty size","pty":{"cols":91,"rows":17}}'
 is "$STATUS|$(j '.data.exit_code')" "200|0" "exec with pty: 200, exit 0"
-like "$(j '.data.stdout')" $'^/dev/pts/[0-9]+\r\nxterm-256color\r\n17 91\r\n$' \
+like "$(j '.data.stdout')" $'^/dev/pts/[0-9]+\r\nxterm-256color\r\n17 91\r$' \
 	"...on a terminal (/dev/pts/N, CRLF line ends), TERM=xterm-256color, of the size asked for"
 req nginx POST "/sandboxes/$ID/exec" '{"cmd":"sleep 30","background":true}'
 P=$(j '.data.pid')
