@@ -45,6 +45,8 @@ static void check_exec(const uint8_t *p, size_t n)
 	for (int i = 0; i < req.envc; i++)
 		require(inside(req.envp[i], p, n) && strchr(req.envp[i], '='));
 	require(req.argv[req.argc] == NULL && req.envp[req.envc] == NULL);
+	require(!(req.flags & SBX_EXEC_PTY) ||
+		(req.cols >= 1 && req.cols <= SBX_PTY_MAX && req.rows >= 1 && req.rows <= SBX_PTY_MAX));
 	require(sbx_exec_encode(&req, &enc, &elen, &err) == 0);
 	require(elen == n && memcmp(enc, p, n) == 0);
 	free(enc);
@@ -79,6 +81,13 @@ static void check_v2(const uint8_t *p, size_t n)
 	if (sbx_psignal_decode(p, n, &pid, &sig, &err) == 0) {
 		require(sig >= 1 && sig <= 64 && pid > 0);
 		require(sbx_psignal_encode(pid, sig, out) == 8 && memcmp(out, p, 8) == 0);
+	}
+	{
+		uint16_t cols, rows;
+		if (sbx_presize_decode(p, n, &pid, &cols, &rows, &err) == 0) {
+			require(pid > 0 && cols >= 1 && cols <= SBX_PTY_MAX && rows >= 1 && rows <= SBX_PTY_MAX);
+			require(sbx_presize_encode(pid, cols, rows, out) == 8 && memcmp(out, p, 8) == 0);
+		}
 	}
 	if (sbx_pstdin_decode(p, n, &pid, &d, &dl, &err) == 0)
 		require(d == p + 4 && dl == n - 4 && pid > 0);
