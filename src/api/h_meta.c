@@ -6,6 +6,8 @@
 #include "cleanup.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
+#include "mq.h"
 #include "msg.h"
 #include "page.h"
 
@@ -55,6 +57,78 @@ static bool is_loopback(const char *a)
 	return a && (strncmp(a, "127.", 4) == 0 || strcmp(a, "::1") == 0 || strcmp(a, "unix:") == 0);
 }
 
+/* Nodes (heartbeat age, live sandboxes, this config's capacity), why
+ * sandboxes were destroyed (the reaper's work among them), execs. */
+static void metrics_from_db(struct api_req *r, FILE *f)
+{
+	cleanup_pgres PGresult *n = NULL, *d = NULL, *e = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (sbx_db_query(&r->ctx->db, &n, &err,
+			 "SELECT n.id, extract(epoch FROM now() - n.heartbeat_at)::float8, "
+			 "(SELECT count(*) FROM sandboxes s WHERE s.node_id = n.id AND s.status IN "
+			 "('starting', 'ready', 'pausing', 'paused', 'resuming')) FROM nodes n ORDER BY n.id",
+			 0) == 0) {
+		fprintf(f, "# HELP sbx_node_heartbeat_age_seconds Seconds since the node agent last said it is alive.\n"
+			   "# TYPE sbx_node_heartbeat_age_seconds gauge\n");
+		for (int i = 0; i < PQntuples(n); i++)
+			fprintf(f, "sbx_node_heartbeat_age_seconds{node=\"%s\"} %s\n", PQgetvalue(n, i, 0),
+				PQgetvalue(n, i, 1));
+		fprintf(f, "# HELP sbx_node_sandboxes Sandboxes placed on the node and not ended.\n"
+			   "# TYPE sbx_node_sandboxes gauge\n");
+		for (int i = 0; i < PQntuples(n); i++)
+			fprintf(f, "sbx_node_sandboxes{node=\"%s\"} %s\n", PQgetvalue(n, i, 0), PQgetvalue(n, i, 2));
+		fprintf(f, "# HELP sbx_node_capacity Sandboxes a node runs at most (node_max_sandboxes).\n"
+			   "# TYPE sbx_node_capacity gauge\n");
+		for (int i = 0; i < PQntuples(n); i++)
+			fprintf(f, "sbx_node_capacity{node=\"%s\"} %lld\n", PQgetvalue(n, i, 0),
+				sbx_cfg_int(r->ctx->cfg, "node_max_sandboxes"));
+	}
+	if (sbx_db_query(&r->ctx->db, &d, &err,
+			 "SELECT destroy_reason, count(*) FROM sandboxes WHERE destroy_reason IS NOT NULL "
+			 "GROUP BY 1 ORDER BY 1",
+			 0) == 0) {
+		fprintf(f, "# HELP sbx_sandboxes_destroyed_total Sandboxes destroyed, by reason (user, or the reaper's: "
+			   "idle_ttl, max_lifetime, one_shot_stopped, failed, ...).\n"
+			   "# TYPE sbx_sandboxes_destroyed_total counter\n");
+		for (int i = 0; i < PQntuples(d); i++)
+			fprintf(f, "sbx_sandboxes_destroyed_total{reason=\"%s\"} %s\n", PQgetvalue(d, i, 0),
+				PQgetvalue(d, i, 1));
+	}
+	if (sbx_db_query(&r->ctx->db, &e, &err,
+			 "SELECT count(*), coalesce(sum(duration_ms), 0) / 1000.0, count(*) FILTER (WHERE timed_out) "
+			 "FROM execs",
+			 0) == 0 &&
+	    PQntuples(e) == 1) {
+		fprintf(f, "# HELP sbx_execs_total Commands run in sandboxes (as the node recorded them).\n"
+			   "# TYPE sbx_execs_total counter\nsbx_execs_total %s\n"
+			   "# HELP sbx_exec_duration_seconds_total Time commands ran, summed.\n"
+			   "# TYPE sbx_exec_duration_seconds_total counter\nsbx_exec_duration_seconds_total %s\n"
+			   "# HELP sbx_execs_timed_out_total Commands killed at their timeout.\n"
+			   "# TYPE sbx_execs_timed_out_total counter\nsbx_execs_timed_out_total %s\n",
+			PQgetvalue(e, 0, 0), PQgetvalue(e, 0, 1), PQgetvalue(e, 0, 2));
+	}
+	if (err.msg[0])
+		log_warnx("metrics: %s", err.msg);
+}
+
+/* The provisioners' queue: what waits, and who takes it. */
+static void metrics_queues(struct api_req *r, FILE *f)
+{
+	sbx_err err = SBX_ERR_INIT;
+	long msgs, cons;
+
+	if (sbx_mq_queue_depth(r->ctx->mq, SBX_MSG_Q_PROVISION, &msgs, &cons, &err) < 0) {
+		log_warnx("metrics: %s", err.msg);
+		return;
+	}
+	fprintf(f, "# HELP sbx_queue_messages Messages waiting in a RabbitMQ queue.\n# TYPE sbx_queue_messages gauge\n"
+		   "sbx_queue_messages{queue=\"%s\"} %ld\n"
+		   "# HELP sbx_queue_consumers Consumers of a RabbitMQ queue.\n# TYPE sbx_queue_consumers gauge\n"
+		   "sbx_queue_consumers{queue=\"%s\"} %ld\n",
+		SBX_MSG_Q_PROVISION, msgs, SBX_MSG_Q_PROVISION, cons);
+}
+
 void h_metrics(struct api_req *r)
 {
 	cleanup_pgres PGresult *res = NULL;
@@ -93,6 +167,9 @@ void h_metrics(struct api_req *r)
 	for (int i = 0; i < PQntuples(res); i++)
 		fprintf(f, "sbx_sandboxes{status=\"%s\"} %s\n", PQgetvalue(res, i, 0), PQgetvalue(res, i, 1));
 	fprintf(f, "# HELP sbx_api_up The API answers.\n# TYPE sbx_api_up gauge\nsbx_api_up 1\n");
+	metrics_from_db(r, f);
+	metrics_queues(r, f);
+	api_metrics_write(f);
 	fclose(f);
 	api_send_text(r, 200, "text/plain; version=0.0.4", text);
 	free(text);

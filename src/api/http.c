@@ -10,6 +10,7 @@
 #include "errcode.h"
 #include "json.h"
 #include "log.h"
+#include "metrics.h"
 
 static const char *reason(int status)
 {
@@ -401,6 +402,7 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	}
 done:
 	api_limits_release(&r);
+	api_metrics_observe(r.m.route, r.method, r.status, mono_us() - t0);
 	log_info("%s %.200s %d %lldus%s%s", r.method, r.uri, r.status, mono_us() - t0,
 		 r.org.org_id[0] ? " org=" : "", r.org.org_id);
 	sbx_log_set_request_id(NULL);

@@ -19,6 +19,7 @@
 #include "cleanup.h"
 #include "daemon.h"
 #include "log.h"
+#include "metrics.h"
 
 static int listen_fd = -1;
 
@@ -186,6 +187,8 @@ int main(int argc, char **argv)
 		sbx_pidfile_remove(pidfile);
 		return 1;
 	}
+	if (api_metrics_init(&err) < 0)
+		log_warnx("%s (/metrics will show no request counts)", err.msg);
 	log_info("listening on %s with %lld children", sbx_cfg_str(cfg, "api_socket"),
 		 sbx_cfg_int(cfg, "api_children"));
 	sup.config_path = conf;

@@ -220,6 +220,23 @@ fail:
 	return -1;
 }
 
+int sbx_mq_queue_depth(sbx_mq *mq, const char *queue, long *messages, long *consumers, sbx_err *err)
+{
+	amqp_queue_declare_ok_t *ok;
+
+	if (sbx_mq_ensure(mq, err) < 0)
+		return -1;
+	/* passive: only asks; a queue that does not exist closes the channel */
+	ok = amqp_queue_declare(mq->conn, CH, amqp_cstring_bytes(queue), 1, 0, 0, 0, amqp_empty_table);
+	if (reply_ok(amqp_get_rpc_reply(mq->conn), "queue.declare (passive)", err) < 0 || !ok) {
+		drop(mq);
+		return -1;
+	}
+	*messages = (long)ok->message_count;
+	*consumers = (long)ok->consumer_count;
+	return 0;
+}
+
 /* A string property, present (flagged) only when given. */
 static void opt_prop(amqp_basic_properties_t *props, amqp_flags_t flag, amqp_bytes_t *field, const char *v)
 {

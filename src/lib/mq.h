@@ -45,6 +45,10 @@ int sbx_mq_ensure(sbx_mq *mq, sbx_err *err);
 int sbx_mq_ping(sbx_mq *mq, sbx_err *err);
 /* Declares the sbx exchange and a durable queue bound to it by its own name. */
 int sbx_mq_declare_queue(sbx_mq *mq, const char *queue, sbx_err *err);
+/* Messages waiting in a queue and its consumers (a passive declare: the
+ * queue is not made; a missing one is an error and the connection is
+ * dropped, to be made again by the next call). */
+int sbx_mq_queue_depth(sbx_mq *mq, const char *queue, long *messages, long *consumers, sbx_err *err);
 int sbx_mq_publish(sbx_mq *mq, const char *routing_key, const void *body, size_t len,
 		   const struct sbx_mq_pub *p, sbx_err *err);
 /* Starts consuming queue (manual acks, prefetch as given). */
