@@ -632,6 +632,15 @@ def check_created(t, spec, cl):
         check_runtime(t, spec, cl, sid)
     else:
         t.skip("the runtime routes on a ready sandbox", "the create failed (503)")
+    u = cl.req("GET", "/usage")
+    errs = check_response(spec, op_of(doc, "/usage", "get"), u, "GET /usage")
+    counted = u.json_ok and isinstance(u.json.get("data"), dict) and \
+        u.json["data"].get("sandboxes", {}).get("count", 0) >= 1
+    t.ok(u.status == 200 and not errs and counted,
+         "GET /usage: 200, the Usage schema validates, and counts the sandbox made here", "\n".join(errs) + "\n" + u.show())
+    u = cl.req("GET", "/usage?from=yesterday")
+    errs = check_response(spec, op_of(doc, "/usage", "get"), u, "GET /usage?from=yesterday")
+    t.ok(u.status == 400 and not errs, "GET /usage?from=yesterday: 400, documented", "\n".join(errs) + "\n" + u.show())
     del_op = op_of(doc, "/sandboxes/{id}", "delete")
     d1 = cl.req("DELETE", "/sandboxes/" + sid)
     d2 = cl.req("DELETE", "/sandboxes/" + sid)

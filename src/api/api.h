@@ -112,5 +112,6 @@ void h_process_output(struct api_req *r);
 void h_process_stdin(struct api_req *r);
 void h_process_signal(struct api_req *r);
 void h_process_resize(struct api_req *r);
+void h_usage(struct api_req *r);
 
 #endif

@@ -8,6 +8,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "mq.h"
+#include "usage.h"
 #include "msg.h"
 #include "page.h"
 
@@ -173,6 +174,29 @@ void h_metrics(struct api_req *r)
 	fclose(f);
 	api_send_text(r, 200, "text/plain; version=0.0.4", text);
 	free(text);
+}
+
+/* GET /usage?from=&to=: the caller's organisation (usage.h). */
+void h_usage(struct api_req *r)
+{
+	sbx_err err = SBX_ERR_INIT;
+	char from[64], to[64];
+	int hf, ht;
+	json_t *u;
+
+	hf = sbx_query_get(r->m.query, "from", from, sizeof(from), &err);
+	ht = hf < 0 ? -1 : sbx_query_get(r->m.query, "to", to, sizeof(to), &err);
+	if (hf < 0 || ht < 0) {
+		sbx_err_set(&err, 400, "invalid_query", "from and to must be RFC 3339 times or dates");
+		api_send_error(r, &err);
+		return;
+	}
+	if (sbx_usage(&r->ctx->db, r->ctx->cfg, r->org.org_id, hf == 1 ? from : NULL, ht == 1 ? to : NULL, &u,
+		      &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	api_send_data(r, 200, "Usage retrieved", u);
 }
 
 void h_templates(struct api_req *r)

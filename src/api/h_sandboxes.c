@@ -14,6 +14,7 @@
 #include "page.h"
 #include "reply.h"
 #include "sandbox_state.h"
+#include "usage.h"
 
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
@@ -386,6 +387,31 @@ static int check_template(struct api_req *r, const char *name, sbx_err *err)
 }
 
 /* Marks a record failed with a reason the owner can read. */
+/* The organisation's monthly spending limit (sbx-admin org limits
+ * --monthly-spend-limit-cents): reached, a create is a 403 naming it;
+ * what runs keeps running. 1 reached, 0 not, -1 error (err set). */
+static int spend_limit_reached(struct api_req *r, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+	double used;
+	long long limit;
+
+	if (sbx_db_query(&r->ctx->db, &res, err, "SELECT monthly_spend_limit_cents FROM orgs WHERE id = $1", 1,
+			 r->org.org_id) < 0)
+		return -1;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+		return 0;
+	limit = atoll(PQgetvalue(res, 0, 0));
+	if (sbx_usage_month_cents(&r->ctx->db, r->ctx->cfg, r->org.org_id, &used, err) < 0)
+		return -1;
+	if (used < (double)limit)
+		return 0;
+	sbx_err_set(err, 403, "limit_spending",
+		    "Monthly spending limit reached: $%.2f used of your plan's $%.2f this month; "
+		    "running sandboxes keep running", used / 100.0, (double)limit / 100.0);
+	return 1;
+}
+
 static void mark_failed(struct api_req *r, const char *id, const char *reason)
 {
 	sbx_err err = SBX_ERR_INIT;
@@ -434,6 +460,11 @@ void h_sandboxes_create(struct api_req *r)
 		sbx_db_rollback(&r->ctx->db);
 		sbx_err_set(&err, 403, "limit_sandboxes",
 			    "Sandbox limit reached: your plan allows %lld concurrent sandboxes", r->org.max_sandboxes);
+		api_send_error(r, &err);
+		return;
+	}
+	if (spend_limit_reached(r, &err) != 0) {
+		sbx_db_rollback(&r->ctx->db);
 		api_send_error(r, &err);
 		return;
 	}

@@ -337,6 +337,7 @@ static const struct {
 	[SBX_R_PROCESS_STDIN] = { .post = h_process_stdin },
 	[SBX_R_PROCESS_SIGNAL] = { .post = h_process_signal },
 	[SBX_R_PROCESS_RESIZE] = { .post = h_process_resize },
+	[SBX_R_USAGE] = { .get = h_usage },
 };
 
 static long long mono_us(void)

@@ -15,6 +15,7 @@
 #include "id.h"
 #include "log.h"
 #include "settings.h"
+#include "usage.h"
 
 #ifndef SBX_SRCDIR
 #define SBX_SRCDIR "."
@@ -38,6 +39,7 @@ static void usage(FILE *f)
 		"  key list ORG\n"
 		"  key revoke KEYID\n"
 		"  key rotate KEYID                 issues a replacement, revokes KEYID\n"
+		"  usage ORG [--from TIME] [--to TIME]   usage and cost as JSON (default: this month)\n"
 		"ORG is an organisation id or name.\n");
 }
 
@@ -417,6 +419,37 @@ static int cmd_key(int argc, char **argv)
 	return bad_usage();
 }
 
+/* usage ORG [--from T] [--to T]: what GET /usage answers that organisation. */
+static int cmd_usage(int argc, char **argv)
+{
+	sbx_err err = SBX_ERR_INIT;
+	char org[SBX_ID_LEN + 1];
+	const char *from = NULL, *to = NULL;
+	json_t *u;
+	char *s;
+
+	if (argc < 2 || argc % 2 != 0)
+		return bad_usage();
+	for (int i = 2; i + 1 < argc; i += 2) {
+		if (!strcmp(argv[i], "--from"))
+			from = argv[i + 1];
+		else if (!strcmp(argv[i], "--to"))
+			to = argv[i + 1];
+		else
+			return bad_usage();
+	}
+	need_db();
+	org_id_of(argv[1], org);
+	if (sbx_usage(&db, cfg, org, from, to, &u, &err) < 0)
+		die_err(&err);
+	s = json_dumps(u, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	if (s)
+		puts(s);
+	free(s);
+	json_decref(u);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *conf = getenv("SBX_CONF");
@@ -452,6 +485,8 @@ int main(int argc, char **argv)
 		rc = cmd_org(argc, argv);
 	else if (!strcmp(argv[0], "key"))
 		rc = cmd_key(argc, argv);
+	else if (!strcmp(argv[0], "usage"))
+		rc = cmd_usage(argc, argv);
 	else
 		rc = bad_usage();
 	sbx_db_close(&db);

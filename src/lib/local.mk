@@ -5,7 +5,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/err.c src/lib/err.h \
 	src/lib/errcode.c src/lib/errcode.h \
 	src/lib/log.c src/lib/log.h \
-	src/lib/settings.c src/lib/settings.h \
+	src/lib/settings.c src/lib/settings.h src/lib/usage.c src/lib/usage.h \
 	src/lib/id.c src/lib/id.h \
 	src/lib/auth.c src/lib/auth.h \
 	src/lib/json.c src/lib/json.h \

@@ -37,6 +37,7 @@ static const struct {
 	[SBX_R_SNAPSHOT] = { "snapshot", SBX_M_DELETE },
 	[SBX_R_VOLUMES] = { "volumes", SBX_M_GET | SBX_M_POST },
 	[SBX_R_VOLUME] = { "volume", SBX_M_GET | SBX_M_DELETE },
+	[SBX_R_USAGE] = { "usage", SBX_M_GET },
 };
 
 const char *sbx_route_name(enum sbx_route r)
@@ -241,6 +242,8 @@ int sbx_route_match(const char *method, const char *uri, struct sbx_route_match 
 		r = SBX_R_HEALTHZ;
 	else if (ns == 1 && seg_is(&s[0], "metrics"))
 		r = SBX_R_METRICS;
+	else if (ns == 1 && seg_is(&s[0], "usage"))
+		r = SBX_R_USAGE;
 	else if (ns == 2 && seg_is(&s[0], "sandbox") && seg_is(&s[1], "templates"))
 		r = SBX_R_TEMPLATES;
 	else if (ns == 1 && seg_is(&s[0], "volumes"))

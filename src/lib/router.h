@@ -37,6 +37,7 @@ enum sbx_route {
 	SBX_R_SNAPSHOT,         /* DELETE /sandboxes/snapshots/{id} */
 	SBX_R_VOLUMES,          /* GET, POST /volumes */
 	SBX_R_VOLUME,           /* GET, DELETE /volumes/{id} */
+	SBX_R_USAGE,            /* GET /usage */
 	SBX_R__COUNT
 };
 

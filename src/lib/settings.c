@@ -131,6 +131,12 @@ const struct sbx_setting sbx_settings[] = {
 	{ "volume_min_gb", SBX_ST_INT, "10", 1, 100000, R, API, "smallest volume size" },
 	{ "volume_max_gb", SBX_ST_INT, "50", 1, 100000, R, API, "largest volume size" },
 
+	/* usage prices (GET /usage, sbx-admin usage, the monthly spending limit) */
+	{ "price_cpu_core_hour_millicents", SBX_ST_INT, "5040", 0, 100000000, R, API | ADM,
+	  "price of one CPU core (1000 MHz of specs.cpu) for an hour, in thousandths of a cent" },
+	{ "price_memory_gb_hour_millicents", SBX_ST_INT, "1620", 0, 100000000, R, API | ADM,
+	  "price of one GiB of sandbox memory for an hour, in thousandths of a cent" },
+
 	/* the single region of an embedded install: every sandbox it runs is in it */
 	{ "region_id", SBX_ST_STR, "000000000000000000000001", 0, 0, R, API,
 	  "id of this install's region: 24 lowercase hex digits, like every id (clients send it back as "
