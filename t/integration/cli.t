@@ -7,7 +7,7 @@
 # executable bits), helpful errors with their exit codes, --json for scripts.
 . "$(dirname "$0")/lib.sh"
 
-t_require --root "runsc" runsc jq sha256sum diff
+t_require --root "runsc" runsc jq sha256sum diff valgrind
 rt_begin
 T=$T_TMP
 SBX=$SBX_BUILD/src/cli/sbx
@@ -19,7 +19,7 @@ unset SBX_API_KEY SBX_CONFIG
 HOME=$T/home
 mkdir -p "$HOME"
 
-plan 39
+plan 41
 
 # --- configuration
 out=$(env -u SBX_URL -u SBX_KEY "$SBX" ls 2>&1)
@@ -114,6 +114,16 @@ out=$("$SBX" cp "$ID:/tmp/nope.txt" "$T/nope.txt" 2>&1)
 rc=$?
 is "$rc" 1 "cp of a missing remote file: exit 1"
 ok '[ ! -e "$T/nope.txt" ] && [ ! -e "$T/nope.txt.sbx-part" ]' "...and no file (not even a partial one) is left locally"
+
+# --- memory: the same paths under valgrind (streams, cp both ways, lists)
+VG=(valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite,indirect)
+out=$(printf 'abc' | "${VG[@]}" "$SBX" exec "$ID" -- sh -c 'cat; echo; echo e >&2; exit 3' 2> "$T/vg1")
+rc=$?
+is "$rc|$out" "3|abc" "under valgrind: exec streams, passes its exit code, no memory error or leak"
+"${VG[@]}" "$SBX" cp "$L" "$ID:/tmp/vgtree" 2> "$T/vg2" && "${VG[@]}" "$SBX" cp "$ID:/tmp/vgtree" "$T/vgback" 2>> "$T/vg2" &&
+	"${VG[@]}" "$SBX" --json ls > /dev/null 2>> "$T/vg2" && "${VG[@]}" "$SBX" get "$ID" > /dev/null 2>> "$T/vg2"
+rc=$?
+is "$rc|$(grep -c '==[0-9]*==' "$T/vg2")" "0|0" "under valgrind: cp in and out, ls, get: no memory error or leak"
 
 # --- templates, rm
 like "$("$SBX" templates)" "debian-12" "templates lists debian-12"
