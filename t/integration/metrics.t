@@ -46,7 +46,8 @@ is "$inf" "$cnt" "the histogram's +Inf bucket equals its count"
 ok '[ "$cnt" -ge $((c0 + c40 + 4)) ]' "...which covers every request of the route ($cnt)"
 mono=$(grep -F "sbx_http_request_duration_seconds_bucket{$L," "$T/m" | awk '{ if ($2 < p) bad=1; p=$2 } END {print bad ? "no" : "yes"}')
 is "$mono" yes "...and its buckets never decrease"
-ok "awk '\$1 == \"sbx_http_request_duration_seconds_sum{$L}\" && \$2 > 0 {f=1} END {exit !f}' '$T/m'" "...and it has a positive _sum"
+sum=$(metric "sbx_http_request_duration_seconds_sum{$L}")
+ok "awk -v s='$sum' 'BEGIN {exit !(s > 0)}'" "...and it has a positive _sum ($sum s)"
 
 ready=$(psql_q "SELECT count(*) FROM sandboxes WHERE status = 'ready'")
 is "$(metric 'sbx_sandboxes{status="ready"}')" "$ready" "sbx_sandboxes{status=\"ready\"} equals the ready records ($ready)"
