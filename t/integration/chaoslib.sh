@@ -364,7 +364,9 @@ ch_census() {
 		FROM sandboxes WHERE $cond AND $yq ORDER BY created_at" 2> /dev/null)
 	CH_ORPHANS=""
 	for id in $(ch_node_ids); do
-		rec=$(psql_q "SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE id = '$id'" 2> /dev/null)
+		# node objects are named by placement; a warm pool member has no record
+		[ -n "$(psql_q "SELECT 1 FROM warm_pool WHERE placement_id = '$id'" 2> /dev/null)" ] && continue
+		rec=$(psql_q "SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE placement_id = '$id'" 2> /dev/null)
 		read -r st rec isyoung <<< "$rec"
 		[ -n "$st" ] || st=none
 		[ -n "$org" ] && [ -n "$rec" ] && [ "$rec" != "$org" ] && continue
