@@ -312,7 +312,11 @@ int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, si
 	struct statvfs vs;
 
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
-		if (n->sbs[i].st == SB_FREE || (n->sbs[i].pool && !count_pool))
+		struct sb *s = &n->sbs[i];
+		/* a create does not wait for the pool's members, nor for leftovers
+		 * no record owns on their way out (an old life's members) */
+		if (s->st == SB_FREE ||
+		    (!count_pool && (s->pool || (s->st == SB_DESTROYING && !s->sandbox_id[0]))))
 			continue;
 		count++;
 		used_mem += n->sbs[i].memory_mb;

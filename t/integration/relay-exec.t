@@ -204,7 +204,8 @@ mv "$sock" "$sock.real"
 # fake_init KEY: a stand-in sbx-init on D's socket that proves KEY, then
 # answers one EXEC with a malformed frame.
 fake_init() {
-	python3 - "$sock" "$1" "$D" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
+	# the handshake names what the node knows D by: its placement
+	python3 - "$sock" "$1" "$(sb_place "$D")" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
 import socket, struct, sys, time
 sys.path.insert(0, sys.argv[4])
 from chanlib import read_frame, serve_handshake
