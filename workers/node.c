@@ -387,13 +387,13 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			return;
 		}
 		if (s && s->st == SB_READY) {
-			log_info("sandbox %s: repeated start: it is running", id);
+			log_info("sandbox %s: repeated start: it is running", sid);
 			send_reply(n, m->reply_to, m->correlation_id,
 				   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", id, "placement_id", id));
 			return;
 		}
 		if (s && s->st == SB_STARTING && o && o->kind == OP_START) {
-			log_info("sandbox %s: repeated start: answering it when the start ends", id);
+			log_info("sandbox %s: repeated start: answering it when the start ends", sid);
 			o->reply = true;
 			snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
 			snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
@@ -543,7 +543,7 @@ static void relay_dead(void *ctx, const char *id, const char *why)
 
 	if (!s || s->st != SB_READY)
 		return;
-	log_warnx("sandbox %s (placement %s): sentry is dead: %s", s->sandbox_id, id, why);
+	log_warnx("sandbox %s: sentry is dead: %s (placement %s)", s->sandbox_id, why, id);
 	record_oom(n, s);
 	mark_failed(n, s->sandbox_id, why);
 	destroy_local(n, id, NULL, why);

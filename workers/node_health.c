@@ -87,17 +87,18 @@ static void check_init(struct node *n, struct sb *s)
 
 	if (h != 0) {
 		if (s->init_missed)
-			log_info("sandbox %s: sbx-init answers again", s->id);
+			log_info("sandbox %s: sbx-init answers again", s->sandbox_id);
 		s->init_missed = 0;
 		return;
 	}
 	if (!s->init_missed++) {
-		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT", s->id, LIVENESS_MS);
+		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT (placement %s)",
+			  s->sandbox_id, LIVENESS_MS, s->id);
 		if (!s->cont_pid)
 			s->cont_pid = init_cont(n, s->id);
 		return;
 	}
-	log_warnx("sandbox %s: %s", s->id, why);
+	log_warnx("sandbox %s: %s (placement %s)", s->sandbox_id, why, s->id);
 	if (s->cont_pid > 0)
 		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
 	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
@@ -121,8 +122,8 @@ void check_liveness(struct node *n)
 		}
 		if (!why[0])
 			snprintf(why, sizeof(why), "the sandbox stopped");
-		log_warnx("sandbox %s (placement %s): sentry is dead: %s", s->sandbox_id[0] ? s->sandbox_id : "-", s->id,
-			  why);
+		log_warnx("sandbox %s: sentry is dead: %s (placement %s)", s->sandbox_id[0] ? s->sandbox_id : "(warm pool)",
+			  why, s->id);
 		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
 		record_oom(n, s);
 		mark_failed(n, s->sandbox_id, why);
