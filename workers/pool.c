@@ -294,7 +294,7 @@ void pool_tick(struct node *n)
 	snprintf(dir, sizeof(dir), "%s/templates", n->sc.state_dir);
 	d = opendir(dir);
 	while (d && (de = readdir(d))) {
-		int have = 0, extra;
+		int have = 0;
 
 		if (de->d_name[0] == '.' || !template_name_ok(de->d_name) || !template_pooled(n, de->d_name))
 			continue;
@@ -304,11 +304,10 @@ void pool_tick(struct node *n)
 				have++;
 		}
 		/* a smaller pool size: the extra members go */
-		for (int i = 0, k = 0; (extra = have - size) > 0 && i < MAX_SANDBOXES; i++) {
+		for (int i = 0; have > size && i < MAX_SANDBOXES; i++) {
 			struct sb *s = &n->sbs[i];
-			if (s->pool && s->st == SB_POOL && !strcmp(s->template, de->d_name) && k < extra) {
+			if (s->pool && s->st == SB_POOL && !strcmp(s->template, de->d_name)) {
 				drop(n, s, "the pool is smaller now");
-				k++;
 				have--;
 			}
 		}
