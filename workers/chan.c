@@ -378,7 +378,7 @@ static void on_exit_frame(struct relay *r, struct rop *o, const struct sbx_frame
 		}
 		/* fall through */
 	case RK_ATTACH: {
-		long oom = o->kind == RK_EXEC ? sandbox_oom_kills(o->sandbox) : -1;
+		long oom = o->kind == RK_EXEC ? sandbox_oom_kills(o->ch->id) : -1;
 		json_t *j = json_pack("{s:i, s:o, s:b, s:b, s:I}", "exit_code", x.code, "signal",
 				      x.signal ? json_integer(x.signal) : json_null(), "timed_out", x.timed_out != 0,
 				      "oom", o->oom0 >= 0 && oom > o->oom0, "duration_ms",

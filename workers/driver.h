@@ -16,6 +16,7 @@
 /* What a driver needs to know of a sandbox (read from its record). */
 struct sandbox_rec {
 	char id[SBX_ID_LEN + 1];
+	char placement_id[SBX_ID_LEN + 1]; /* what names it on its node */
 	char template[65];
 	char node_id[256];
 	int cpu, memory_mb, disk_gb;
@@ -25,6 +26,7 @@ struct sandbox_rec {
 struct placement {
 	char node_id[256];
 	char container_id[80];
+	char placement_id[SBX_ID_LEN + 1]; /* the record's, or a warm pool member's */
 };
 
 struct driver;

@@ -18,7 +18,7 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 
 	memset(out, 0, sizeof(*out));
 	if (sbx_db_query(db, &r, err,
-			 "SELECT id, template, coalesce(node_id, ''), cpu, memory_mb, disk_gb, env::text, status "
+			 "SELECT id, template, coalesce(node_id, ''), cpu, memory_mb, disk_gb, env::text, status, placement_id "
 			 "FROM sandboxes WHERE id = $1",
 			 1, id) < 0)
 		return -1;
@@ -30,6 +30,7 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	out->cpu = atoi(PQgetvalue(r, 0, 3));
 	out->memory_mb = atoi(PQgetvalue(r, 0, 4));
 	out->disk_gb = atoi(PQgetvalue(r, 0, 5));
+	snprintf(out->placement_id, sizeof(out->placement_id), "%s", PQgetvalue(r, 0, 8));
 	out->env_json = strdup(PQgetvalue(r, 0, 6));
 	if (status)
 		snprintf(status, stsz, "%s", PQgetvalue(r, 0, 7));
@@ -78,16 +79,17 @@ static int node_call(struct driver *d, const char *node_id, enum sbx_msg_kind k,
 
 static int local_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
-	static const char *const extra[] = { "container_id", NULL };
+	static const char *const extra[] = { "container_id", "placement_id", NULL };
 	const char *node = worker_node_id(d->cfg);
 	cleanup_json json_t *env = NULL, *body = NULL;
 	cleanup_reply struct sbx_reply rep = { 0 };
 	json_error_t jerr;
-	const char *cid;
+	const char *cid, *plc;
 
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
-	body = json_pack("{s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "template", s->template, "cpu", s->cpu,
-			 "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env", env ? env : json_object());
+	body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "placement_id", s->placement_id,
+			 "template", s->template, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env",
+			 env ? env : json_object());
 	/* less than the API waits, so a node that does not answer is reported, not guessed */
 	if (node_call(d, node, SBX_MSG_START, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, extra, &rep,
 		      err) < 0)
@@ -96,8 +98,13 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		return sbx_err_set(err, 503, rep.code && !strcmp(rep.code, "no_capacity") ? "no_capacity" : "start_failed",
 				   "%s", rep.error ? rep.error : "the node could not start the sandbox");
 	cid = sbx_reply_str(&rep, "container_id");
+	plc = sbx_reply_str(&rep, "placement_id");
+	/* a warm start names the pool member it handed over */
+	if (plc && !sbx_id_valid(plc))
+		return sbx_err_set(err, 503, "bad_reply", "node %s named a malformed placement", node);
 	snprintf(out->node_id, sizeof(out->node_id), "%s", node);
-	snprintf(out->container_id, sizeof(out->container_id), "%s", cid ? cid : s->id);
+	snprintf(out->placement_id, sizeof(out->placement_id), "%s", plc ? plc : s->placement_id);
+	snprintf(out->container_id, sizeof(out->container_id), "%s", cid ? cid : out->placement_id);
 	return 0;
 }
 
@@ -105,7 +112,7 @@ static int local_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err 
 {
 	/* a record that never reached a node: ask this one all the same */
 	const char *node = s->node_id[0] ? s->node_id : worker_node_id(d->cfg);
-	cleanup_json json_t *body = json_pack("{s:s}", "sandbox_id", s->id);
+	cleanup_json json_t *body = json_pack("{s:s, s:s}", "sandbox_id", s->id, "placement_id", s->placement_id);
 	cleanup_reply struct sbx_reply rep = { 0 };
 
 	/* Less than the API waits, as for a start. A node agent that died with

@@ -70,7 +70,7 @@ struct op *node_op_find(struct node *n, const char *id)
 	return NULL;
 }
 
-static void send_reply(struct node *n, const char *reply_to, const char *corr, json_t *body /* stolen */)
+void node_reply(struct node *n, const char *reply_to, const char *corr, json_t *body /* stolen */)
 {
 	cleanup_json json_t *b = body;
 	cleanup_free char *s = b ? json_dumps(b, JSON_COMPACT) : NULL;
@@ -84,8 +84,10 @@ static void send_reply(struct node *n, const char *reply_to, const char *corr, j
 
 /* ---- the processes that do the slow work ---- */
 
+#define send_reply node_reply
+
 static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
-		    const sbx_mq_msg *m, const char *reason)
+		    const sbx_mq_msg *m, const char *reason, bool pool)
 {
 	int p[2];
 	pid_t pid;
@@ -120,10 +122,14 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 			_exit(1);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
-		if (kind == OP_START)
-			r = sandbox_start(&n->sc, spec, &err);
-		else
+		if (kind == OP_START) {
+			/* a test's fault points stop the starts of creates, never the pool's */
+			struct sandbox_node_cfg c = n->sc;
+			c.fault_points = c.fault_points && !pool;
+			r = sandbox_start(&c, spec, &err);
+		} else {
 			r = sandbox_destroy(&n->sc, id, &err);
+		}
 		len = snprintf(line, sizeof(line), "%s%s%s\n", r < 0 ? "ERR " : "OK", r < 0 ? "" : "",
 			       r < 0 ? err.msg : "");
 		if (write(p[1], line, (size_t)(len < (int)sizeof(line) ? len : (int)sizeof(line) - 1)) < 0)
@@ -137,6 +143,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 		return -1; /* the child finishes; the orphan pass settles it */
 	}
 	o->kind = kind;
+	o->pool = pool;
 	o->pid = pid;
 	o->fd = p[0];
 	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
@@ -174,17 +181,21 @@ static void op_done(struct node *n, struct op *o)
 		snprintf(msg, sizeof(msg), "%s process died (status %d)", o->kind == OP_START ? "start" : "destroy",
 			 st);
 	sbx_log_set_request_id(o->req_id);
-	if (o->kind == OP_START) {
+	if (o->kind == OP_START && o->pool) {
+		if (s)
+			pool_started(n, s, ok, msg);
+	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
-			log_info("sandbox %s: started", o->id);
+			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
-					   json_pack("{s:b, s:s}", "ok", 1, "container_id", o->id));
+					   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", o->id, "placement_id",
+						     o->id));
 		} else {
 			if (ok)
 				snprintf(msg, sizeof(msg), "the sandbox was destroyed while it started");
-			log_warnx("sandbox %s: start failed: %s", o->id, msg);
+			log_warnx("sandbox %s: start failed: %s (placement %s)", s ? s->sandbox_id : "?", msg, o->id);
 			if (s)
 				s->st = SB_FREE;
 			if (o->reply)
@@ -231,6 +242,11 @@ static void op_read(struct node *n, struct op *o)
 	free(o);
 }
 
+int node_start_op(struct node *n, const struct sandbox_spec *spec, const sbx_mq_msg *m, bool pool)
+{
+	return op_spawn(n, OP_START, spec->id, spec, m, NULL, pool);
+}
+
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
 {
 	struct sb *s = sb_find(n, id);
@@ -255,7 +271,9 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 		s = sb_add(n, id, SB_DESTROYING, 0, 0);
 	else
 		s->st = SB_DESTROYING;
-	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason) < 0) {
+	if (s && s->pool)
+		pool_forget(n, s);
+	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason, false) < 0) {
 		if (s)
 			s->st = SB_READY;
 		if (m)
@@ -277,18 +295,28 @@ static long long mem_total_mb(void)
 	return kb / 1024;
 }
 
-static int admit(struct node *n, int mem, int disk, char *why, size_t whysz)
+long long node_mem_cap(struct node *n)
 {
 	long long mem_cap = sbx_cfg_int(n->cfg, "node_memory_mb");
+
+	if (!mem_cap)
+		mem_cap = mem_total_mb();
+	return mem_cap * sbx_cfg_int(n->cfg, "node_memory_overcommit") / 100;
+}
+
+int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, size_t whysz)
+{
+	long long mem_cap = node_mem_cap(n);
 	long long used_mem = 0, promised_disk = 0;
 	int count = 0;
 	struct statvfs vs;
 
-	if (!mem_cap)
-		mem_cap = mem_total_mb();
-	mem_cap = mem_cap * sbx_cfg_int(n->cfg, "node_memory_overcommit") / 100;
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
-		if (n->sbs[i].st == SB_FREE)
+		struct sb *s = &n->sbs[i];
+		/* a create does not wait for the pool's members, nor for leftovers
+		 * no record owns on their way out (an old life's members) */
+		if (s->st == SB_FREE ||
+		    (!count_pool && (s->pool || (s->st == SB_DESTROYING && !s->sandbox_id[0]))))
 			continue;
 		count++;
 		used_mem += n->sbs[i].memory_mb;
@@ -324,7 +352,7 @@ bool template_name_ok(const char *s)
 
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
-	const char *id, *tmpl;
+	const char *id, *sid, *tmpl;
 	int cpu, mem, disk;
 	json_t *env;
 	json_error_t jerr;
@@ -336,9 +364,11 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	json_t *v;
 	cleanup_free char *envbuf = NULL;
 
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &id, "template",
-			   &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env) < 0 ||
-	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
+	/* id: the placement, which names everything of it here; sid: its record */
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &sid,
+			   "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
+			   "env", &env) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
 	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
 		log_warnx("rejecting a malformed start request: %s", jerr.text);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
@@ -349,13 +379,21 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		 * again): answer it as the first one would be answered */
 		struct sb *s = sb_find(n, id);
 		struct op *o = s ? node_op_find(n, id) : NULL;
+		if (s && (s->pool || (s->sandbox_id[0] && strcmp(s->sandbox_id, sid)))) {
+			log_warnx("sandbox %s: refusing a start of placement %s, which serves %s", sid, id,
+				  s->sandbox_id[0] ? s->sandbox_id : "the warm pool");
+			send_reply(n, m->reply_to, m->correlation_id,
+				   sbx_reply_fail(NULL, "the placement serves another sandbox"));
+			return;
+		}
 		if (s && s->st == SB_READY) {
-			log_info("sandbox %s: repeated start: it is running", id);
-			send_reply(n, m->reply_to, m->correlation_id, json_pack("{s:b, s:s}", "ok", 1, "container_id", id));
+			log_info("sandbox %s: repeated start: it is running", sid);
+			send_reply(n, m->reply_to, m->correlation_id,
+				   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", id, "placement_id", id));
 			return;
 		}
 		if (s && s->st == SB_STARTING && o && o->kind == OP_START) {
-			log_info("sandbox %s: repeated start: answering it when the start ends", id);
+			log_info("sandbox %s: repeated start: answering it when the start ends", sid);
 			o->reply = true;
 			snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
 			snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
@@ -368,8 +406,11 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			return;
 		}
 	}
-	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
-		log_warnx("sandbox %s: %s", id, why);
+	/* warm: a member that matches is handed over, and answers at once */
+	if (pool_take(n, m, sid, tmpl, cpu, mem, disk))
+		return;
+	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0) {
+		log_warnx("sandbox %s: %s", sid, why);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
 		return;
 	}
@@ -401,14 +442,19 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.memory_mb = mem;
 	spec.disk_gb = disk;
 	spec.env = envv;
-	if (!sb_add(n, id, SB_STARTING, mem, disk) || op_spawn(n, OP_START, id, &spec, m, NULL) < 0) {
-		struct sb *s = sb_find(n, id);
+	{
+		struct sb *s = sb_add(n, id, SB_STARTING, mem, disk);
 		if (s)
-			s->st = SB_FREE;
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
-	} else {
-		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
+			snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
+		if (!s || node_start_op(n, &spec, m, false) < 0) {
+			if (s)
+				s->st = SB_FREE;
+			send_reply(n, m->reply_to, m->correlation_id,
+				   sbx_reply_fail(NULL, "node agent could not start a worker process"));
+		} else {
+			log_info("sandbox %s: starting as placement %s (%s, %d MB, %d GB)", sid, id, tmpl, mem, disk);
+			pool_trim(n); /* the pool gives up the room a create needs */
+		}
 	}
 	free(envv);
 }
@@ -437,14 +483,26 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	case SBX_MSG_START:
 		on_start(n, m, body);
 		break;
-	case SBX_MSG_DESTROY:
-		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &id) < 0 || !sbx_id_valid(id)) {
+	case SBX_MSG_DESTROY: {
+		const char *sid = NULL;
+		struct sb *s;
+		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "placement_id", &id) < 0 ||
+		    !sbx_id_valid(id) || !sbx_id_valid(sid)) {
 			log_warnx("rejecting a malformed destroy request");
 			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed destroy request"));
+		} else if ((s = sb_find(n, id)) && (s->pool || (s->sandbox_id[0] && strcmp(s->sandbox_id, sid)))) {
+			/* a placement serving another record (or the pool) is not this record's to end */
+			log_warnx("sandbox %s: not destroying placement %s, which serves %s", sid, id,
+				  s->sandbox_id[0] ? s->sandbox_id : "the warm pool");
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		} else {
+			log_info("sandbox %s: destroy of placement %s asked", sid, id);
 			destroy_local(n, id, m, "asked");
+			if ((s = sb_find(n, id)) && !s->sandbox_id[0])
+				snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
 		}
 		break;
+	}
 	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
@@ -464,11 +522,13 @@ ack:
 
 /* ---- relay hooks (relay.c) ---- */
 
-static int relay_state(void *ctx, const char *id, char *why, size_t whysz)
+static int relay_state(void *ctx, const char *id, const char *sandbox_id, char *why, size_t whysz)
 {
 	struct sb *s = sb_find(ctx, id);
 
-	if (!s)
+	/* a placement answers only for the record it serves: never a pool
+	 * member not handed out, never another tenant's */
+	if (!s || strcmp(s->sandbox_id, sandbox_id))
 		return -1;
 	if (s->st == SB_READY)
 		return 1;
@@ -483,9 +543,9 @@ static void relay_dead(void *ctx, const char *id, const char *why)
 
 	if (!s || s->st != SB_READY)
 		return;
-	log_warnx("sandbox %s: sentry is dead: %s", id, why);
+	log_warnx("sandbox %s: sentry is dead: %s (placement %s)", s->sandbox_id, why, id);
 	record_oom(n, s);
-	mark_failed(n, id, why);
+	mark_failed(n, s->sandbox_id, why);
 	destroy_local(n, id, NULL, why);
 }
 
@@ -683,6 +743,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			check_liveness(n);
 			n->next_liveness = now + LIVENESS_MS;
 		}
+		if (mq_up)
+			pool_tick(n); /* after the first orphan pass: our old members are gone */
 		{
 			/* wake up for the next op whose answer from sbx-init is due */
 			long long due = relay_tick(n->relay);

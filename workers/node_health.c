@@ -24,12 +24,14 @@
 
 /* ---- liveness and leftovers ---- */
 
-void mark_failed(struct node *n, const char *id, const char *why)
+void mark_failed(struct node *n, const char *sandbox_id, const char *why)
 {
 	sbx_err err = SBX_ERR_INIT;
 
-	if (sbx_sandbox_fail(&n->db, id, why, &err) < 0)
-		log_warnx("sandbox %s: could not record failure (%s)", id, err.msg);
+	if (!sandbox_id[0])
+		return; /* a pool member: no record */
+	if (sbx_sandbox_fail(&n->db, sandbox_id, why, &err) < 0)
+		log_warnx("sandbox %s: could not record failure (%s)", sandbox_id, err.msg);
 }
 
 /* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
@@ -38,10 +40,10 @@ void record_oom(struct node *n, struct sb *s)
 	long oom = sandbox_oom_kills(s->id);
 	sbx_err err = SBX_ERR_INIT;
 
-	if (oom <= s->oom_kills)
+	if (oom <= s->oom_kills || !s->sandbox_id[0])
 		return;
-	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->id, oom);
-	if (sbx_sandbox_oom_kills(&n->db, s->id, oom, &err) == 0)
+	log_warnx("sandbox %s: out of memory: the OOM killer struck (%ld so far)", s->sandbox_id, oom);
+	if (sbx_sandbox_oom_kills(&n->db, s->sandbox_id, oom, &err) == 0)
 		s->oom_kills = oom;
 }
 
@@ -85,21 +87,22 @@ static void check_init(struct node *n, struct sb *s)
 
 	if (h != 0) {
 		if (s->init_missed)
-			log_info("sandbox %s: sbx-init answers again", s->id);
+			log_info("sandbox %s: sbx-init answers again", s->sandbox_id);
 		s->init_missed = 0;
 		return;
 	}
 	if (!s->init_missed++) {
-		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT", s->id, LIVENESS_MS);
+		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT (placement %s)",
+			  s->sandbox_id, LIVENESS_MS, s->id);
 		if (!s->cont_pid)
 			s->cont_pid = init_cont(n, s->id);
 		return;
 	}
-	log_warnx("sandbox %s: %s", s->id, why);
+	log_warnx("sandbox %s: %s (placement %s)", s->sandbox_id, why, s->id);
 	if (s->cont_pid > 0)
 		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
 	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
-	mark_failed(n, s->id, why);
+	mark_failed(n, s->sandbox_id, why);
 	destroy_local(n, s->id, NULL, why);
 }
 
@@ -109,7 +112,7 @@ void check_liveness(struct node *n)
 		struct sb *s = &n->sbs[i];
 		char why[256] = "";
 
-		if (s->st != SB_READY)
+		if (s->st != SB_READY && s->st != SB_POOL)
 			continue;
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
@@ -119,10 +122,11 @@ void check_liveness(struct node *n)
 		}
 		if (!why[0])
 			snprintf(why, sizeof(why), "the sandbox stopped");
-		log_warnx("sandbox %s: sentry is dead: %s", s->id, why);
+		log_warnx("sandbox %s: sentry is dead: %s (placement %s)", s->sandbox_id[0] ? s->sandbox_id : "(warm pool)",
+			  why, s->id);
 		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
 		record_oom(n, s);
-		mark_failed(n, s->id, why);
+		mark_failed(n, s->sandbox_id, why);
 		destroy_local(n, s->id, NULL, why);
 	}
 }
@@ -148,36 +152,53 @@ void reap_orphans(struct node *n, bool at_start)
 		const char *id = ids[i];
 		const char *st;
 		struct sb *s;
+		bool keep;
+		int k;
 
 		if (!sbx_id_valid(id) || node_op_find(n, id))
 			continue;
 		s = sb_find(n, id);
 		if (s && s->st != SB_READY)
 			continue;
-		if (sbx_db_query(&n->db, &r, &err, "SELECT status, memory_mb, disk_gb, coalesce(node_id, '') "
-				 "FROM sandboxes WHERE id = $1", 1, id) < 0) {
+		/* the record that points at this placement, and the one it serves
+		 * (while a start or a warm hand-over is being recorded, that one is
+		 * still starting, and a warm one still names a placement of its own) */
+		if (sbx_db_query(&n->db, &r, &err,
+				 "SELECT id, status, memory_mb, disk_gb, coalesce(node_id, ''), placement_id "
+				 "FROM sandboxes WHERE placement_id = $1 OR id = nullif($2, '')::bpchar",
+				 2, id, s ? s->sandbox_id : "") < 0) {
 			log_warnx("orphan pass: %s", err.msg);
 			goto out; /* without the records, remove nothing */
 		}
-		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
-		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
-		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
-			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
-				log_info("sandbox %s: adopted (%s)", id, st);
-			continue;
+		st = PQntuples(r) > 0 ? PQgetvalue(r, 0, 1) : "none";
+		for (k = 0, keep = false; k < PQntuples(r) && !keep; k++) {
+			const char *rid = PQgetvalue(r, k, 0), *rst = PQgetvalue(r, k, 1);
+			if (!strcmp(PQgetvalue(r, k, 5), id) && sbx_sb_on_node(sbx_sb_status_parse(rst)) &&
+			    !strcmp(PQgetvalue(r, k, 4), n->node_id)) {
+				keep = true;
+				if (!s && (s = sb_add(n, id, SB_READY, atoi(PQgetvalue(r, k, 2)), atoi(PQgetvalue(r, k, 3))))) {
+					snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", rid);
+					log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
+				}
+			} else if (s && !strcmp(rid, s->sandbox_id) && sbx_sb_status_parse(rst) == SBX_SB_STARTING) {
+				keep = true;
+			}
 		}
-		log_info("sandbox %s: removing leftovers (record: %s)", id, st);
+		if (keep)
+			continue;
+		log_info("placement %s: removing leftovers (record: %s)", id, st);
 		destroy_local(n, id, NULL, "no live record owns it");
 	}
 	if (at_start) {
 		/* live records of this node with nothing here: lost in a crash */
 		cleanup_pgres PGresult *r = NULL;
 		if (sbx_db_query(&n->db, &r, &err,
-				 "SELECT id FROM sandboxes WHERE node_id = $1 AND status IN ('ready', 'pausing', 'paused', 'resuming')",
+				 "SELECT id, placement_id FROM sandboxes WHERE node_id = $1 "
+				 "AND status IN ('ready', 'pausing', 'paused', 'resuming')",
 				 1, n->node_id) == 0) {
 			for (int i = 0; i < PQntuples(r); i++) {
 				const char *id = PQgetvalue(r, i, 0);
-				if (!sb_find(n, id)) {
+				if (!sb_find(n, PQgetvalue(r, i, 1))) {
 					log_warnx("sandbox %s: not found on its node", id);
 					mark_failed(n, id, "the sandbox was lost: its node no longer has it");
 				}

@@ -17,13 +17,24 @@
 #define MAX_SANDBOXES 4096
 #define LIVENESS_MS 2000
 
-enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING };
+/* SB_POOL: a warm pool member, started and waiting for a create (pool.c) */
+enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING, SB_POOL };
 
+/* One sandbox on this node, named by its placement id (its state directory,
+ * runsc container, netns...); sandbox_id is the record it serves ("" for a
+ * warm pool member not handed out yet, pool.c). */
 struct sb {
 	enum sb_state st;
-	char id[SBX_ID_LEN + 1];
+	char id[SBX_ID_LEN + 1];         /* the placement */
+	char sandbox_id[SBX_ID_LEN + 1]; /* the record: status, activity, OOM kills */
 	int memory_mb, disk_gb;
 	bool destroy_after_start;
+	/* a warm pool member (until handed out): what it was started as, and
+	 * the template version it runs (the `current` link then) */
+	bool pool;
+	int cpu;
+	char template[65];
+	char tmpl_version[128];
 	long oom_kills;
 	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
@@ -38,6 +49,7 @@ struct op {
 	int fd;
 	char id[SBX_ID_LEN + 1];
 	bool reply;              /* someone waits for the answer */
+	bool pool;               /* the start of a warm pool member */
 	char reply_to[256], corr[72], req_id[72];
 	char buf[1024];
 	size_t len;
@@ -65,6 +77,7 @@ struct node {
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
 	bool announced;
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
+	long long pool_retry_at; /* a pool start failed: no other before this (mono ms) */
 };
 
 /* node.c */
@@ -77,9 +90,40 @@ bool template_name_ok(const char *s);
 /* Destroys a sandbox in a short-lived process; m: the request to answer
  * (NULL: nobody waits), reason: for the logs. */
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);
+/* Starts a sandbox in a short-lived process (pool: a warm pool member, no
+ * request waits). 0, or -1 when no process could be made. */
+int node_start_op(struct node *n, const struct sandbox_spec *spec, const sbx_mq_msg *m, bool pool);
+/* May a sandbox of mem MB and disk GB start here? count_pool: warm pool
+ * members count too (a refill); a create's start does not wait for them:
+ * pool_trim makes room afterwards. -1 with why when not. */
+int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, size_t whysz);
+void node_reply(struct node *n, const char *reply_to, const char *corr, json_t *body /* stolen */);
+/* Sandbox memory (MB) this node may promise (node_memory_mb, overcommit). */
+long long node_mem_cap(struct node *n);
+
+/* pool.c: the warm pool */
+/* A create that matches a ready member (template, cpu, memory, disk) is
+ * handed it: the reply names the member's placement. 1 when it was, 0
+ * when the cold path must start one. */
+int pool_take(struct node *n, const sbx_mq_msg *m, const char *sandbox_id, const char *tmpl, int cpu, int mem,
+	      int disk);
+/* Per loop turn: refill (one start at a time, never while a create
+ * starts), drop members that are stale (template updated, settings
+ * changed) and, with pool_trim, those a create needs the room of. */
+void pool_tick(struct node *n);
+void pool_trim(struct node *n);
+/* A member's start ended (ok: it runs). */
+void pool_started(struct node *n, struct sb *s, bool ok, const char *msg);
+/* A member is going away (destroyed, dead): its row goes. */
+void pool_forget(struct node *n, struct sb *s);
+/* At the agent's start: rows of our previous life go (its members are
+ * leftovers the orphan pass removes). */
+void pool_reset(struct node *n);
 
 /* node_health.c */
-void mark_failed(struct node *n, const char *id, const char *why);
+/* The record of sandbox_id (a sandbox id, not a placement; "": a pool
+ * member, nothing to record) is failed with why. */
+void mark_failed(struct node *n, const char *sandbox_id, const char *why);
 /* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
 void record_oom(struct node *n, struct sb *s);
 /* Every sentry alive, every sbx-init answering (PING; SIGCONT, then failed). */

@@ -70,7 +70,7 @@ struct prov {
 static json_t *do_provision(struct prov *p, const char *id)
 {
 	struct sandbox_rec rec;
-	struct placement pl = { { 0 }, { 0 } };
+	struct placement pl = { { 0 }, { 0 }, { 0 } };
 	sbx_err err = SBX_ERR_INIT;
 	char status[32];
 	int rc;
@@ -86,18 +86,19 @@ static json_t *do_provision(struct prov *p, const char *id)
 		log_warnx("sandbox %s: start failed: %s", id, err.msg);
 		return sbx_reply_fail(err.code, err.msg);
 	}
-	rc = sbx_sandbox_ready(&p->db, id, NULL, pl.node_id, pl.container_id, true, &err);
+	rc = sbx_sandbox_ready(&p->db, id, NULL, pl.node_id, pl.container_id, pl.placement_id, true, &err);
 	if (rc <= 0) {
 		sbx_err derr = SBX_ERR_INIT;
 		/* cancelled, failed by a deadline, or the database is gone: undo */
 		snprintf(rec.node_id, sizeof(rec.node_id), "%s", pl.node_id);
+		snprintf(rec.placement_id, sizeof(rec.placement_id), "%s", pl.placement_id);
 		if (p->drv.ops->destroy(&p->drv, &rec, &derr) < 0)
 			log_warnx("sandbox %s: undo failed (%s); the node's reaper will remove it", id, derr.msg);
 		sandbox_rec_free(&rec);
 		return sbx_reply_fail(NULL, err.msg[0] ? err.msg : "the sandbox was cancelled while it started");
 	}
 	sandbox_rec_free(&rec);
-	log_info("sandbox %s: ready on node %s", id, pl.node_id);
+	log_info("sandbox %s: ready on node %s (placement %s)", id, pl.node_id, pl.placement_id);
 	return json_pack("{s:b, s:s, s:s}", "ok", 1, "node_id", pl.node_id, "container_id", pl.container_id);
 }
 

@@ -183,7 +183,7 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind ki
 {
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
-	const char *sid = NULL, *op_id = NULL;
+	const char *sid = NULL, *plc = NULL, *op_id = NULL;
 	json_t *v;
 
 	if (!sbx_id_valid(m->correlation_id)) {
@@ -202,7 +202,8 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind ki
 	}
 	b = json_loadb(m->body, m->len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!b || !json_is_object(b) || !(v = json_object_get(b, "sandbox_id")) || !json_is_string(v) ||
-	    !sbx_id_valid(sid = json_string_value(v)) || !(v = json_object_get(b, "op_id")) ||
+	    !sbx_id_valid(sid = json_string_value(v)) || !(v = json_object_get(b, "placement_id")) ||
+	    !json_is_string(v) || !sbx_id_valid(plc = json_string_value(v)) || !(v = json_object_get(b, "op_id")) ||
 	    !json_is_string(v) || strcmp(op_id = json_string_value(v), m->correlation_id)) {
 		log_warnx("rejecting a malformed %s message", m->type);
 		reply_error(r, m, m->correlation_id, "internal", "malformed %s request", m->type);
@@ -211,11 +212,11 @@ void relay_on_message(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind ki
 	if (sbx_msg_flags(kind) & SBX_MSGF_OP_START) {
 		enum rk rk = op_kind(kind);
 		if (rk == RK_EXEC)
-			on_exec(r, m, b, sid, op_id);
+			on_exec(r, m, b, sid, plc, op_id);
 		else if (rk >= RK_WRITE && rk <= RK_MKDIR)
-			on_file(r, m, b, sid, op_id, rk);
+			on_file(r, m, b, sid, plc, op_id, rk);
 		else
-			on_proc(r, m, b, sid, op_id, rk);
+			on_proc(r, m, b, sid, plc, op_id, rk);
 	}
 	chan_settle_all(r);
 }

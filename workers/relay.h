@@ -18,11 +18,12 @@ struct relay;
 
 struct relay_hooks {
 	void *ctx;
-	/* 1: ready on this node; 0: on this node but not ready (its state in
-	 * why); -1: not on this node. */
-	int (*state)(void *ctx, const char *id, char *why, size_t whysz);
-	/* Its sentry died (seen through the channel): mark it failed and take
-	 * it down. The relay has already ended the sandbox's ops. */
+	/* Placement id serving sandbox sandbox_id: 1: ready on this node; 0:
+	 * on this node but not ready (its state in why); -1: not on this node
+	 * (or the placement serves another record). */
+	int (*state)(void *ctx, const char *id, const char *sandbox_id, char *why, size_t whysz);
+	/* The sentry of placement id died (seen through the channel): mark it
+	 * failed and take it down. The relay has already ended its ops. */
 	void (*dead)(void *ctx, const char *id, const char *why);
 };
 

@@ -21,7 +21,7 @@ enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, R
 enum doom { DOOM_NONE, DOOM_LOST, DOOM_BAD, DOOM_WEDGED };
 
 struct chan {
-	char id[SBX_ID_LEN + 1]; /* "": free slot */
+	char id[SBX_ID_LEN + 1]; /* the placement; "": free slot */
 	int fd;                  /* -1: not connected */
 	uint32_t next_stream;
 	uint8_t *in;
@@ -129,9 +129,12 @@ void reply_error(struct relay *r, const sbx_mq_msg *m, const char *corr, const c
 	__attribute__((format(printf, 5, 6)));
 
 /* relay_req.c: the first request of each op kind, and follow-ups */
-void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id);
-void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id, enum rk kind);
-void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id, enum rk kind);
+/* sid: the sandbox (records, logs); plc: its placement (what it is on this node) */
+void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id);
+void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id,
+	     enum rk kind);
+void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id,
+	     enum rk kind);
 void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind);
 
 #endif

@@ -36,7 +36,8 @@ static long long wall_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void touch_activity(struct relay *r, struct chan *c)
+/* c: the placement's channel; sid: the record it serves */
+static void touch_activity(struct relay *r, struct chan *c, const char *sid)
 {
 	long long now = sbx_now_ms();
 	sbx_err err = SBX_ERR_INIT;
@@ -44,8 +45,8 @@ static void touch_activity(struct relay *r, struct chan *c)
 	if (c->last_touch && now - c->last_touch < ACTIVITY_MS)
 		return;
 	c->last_touch = now;
-	if (sbx_sandbox_touch(r->db, c->id, &err) < 0)
-		log_warnx("sandbox %s: last_activity_at: %s", c->id, err.msg);
+	if (sbx_sandbox_touch(r->db, sid, &err) < 0)
+		log_warnx("sandbox %s: last_activity_at: %s", sid, err.msg);
 }
 
 static int buf_add(struct buf *b, const void *p, size_t n, size_t max)
@@ -119,7 +120,8 @@ static bool str_clean(json_t *v)
 
 /* The common start of a new op: the sandbox must be ready here and its
  * channel up. NULL: an error was answered. */
-static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *sid, const char *op_id, enum rk kind)
+static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *sid, const char *plc,
+			    const char *op_id, enum rk kind)
 {
 	struct chan *c;
 	struct rop *o;
@@ -131,7 +133,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 		reply_error(r, m, op_id, "internal", "op %s is already running", op_id);
 		return NULL;
 	}
-	st = r->h.state ? r->h.state(r->h.ctx, sid, why, sizeof(why)) : 1;
+	st = r->h.state ? r->h.state(r->h.ctx, plc, sid, why, sizeof(why)) : 1;
 	if (st < 0) {
 		reply_error(r, m, op_id, "not_ready", "the sandbox is not on this node");
 		return NULL;
@@ -144,18 +146,18 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 		reply_error(r, m, op_id, "internal", "the node runs too many operations");
 		return NULL;
 	}
-	c = chan_get(r, sid);
+	c = chan_get(r, plc);
 	if (!c) {
 		reply_error(r, m, op_id, "internal", "no channel slot");
 		return NULL;
 	}
 	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
 		char w[256] = "";
-		if (sandbox_alive(r->sc, sid, w, sizeof(w)) == 0) {
+		if (sandbox_alive(r->sc, plc, w, sizeof(w)) == 0) {
 			reply_error(r, m, op_id, "sandbox_dead", "the sandbox died: %s", w[0] ? w : err.msg);
 			c->id[0] = 0;
 			if (r->h.dead)
-				r->h.dead(r->h.ctx, sid, w[0] ? w : "the sandbox stopped");
+				r->h.dead(r->h.ctx, plc, w[0] ? w : "the sandbox stopped");
 		} else if (!strcmp(err.code, "no_init")) {
 			reply_error(r, m, op_id, "internal", "cannot reach sbx-init: %s", err.msg);
 		} else {
@@ -189,7 +191,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	r->ops = o;
 	r->nops++;
 	c->nops++;
-	touch_activity(r, c);
+	touch_activity(r, c, sid);
 	return o;
 }
 
@@ -204,7 +206,7 @@ static void op_expect(struct relay *r, struct rop *o)
 		chan_send(r, o->ch, SBX_F_PING, o->stream, NULL, 0);
 }
 
-void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id)
+void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id)
 {
 	json_t *argv, *env = NULL, *v;
 	const char *cwd = "/", *stdin_b64 = NULL, *key;
@@ -223,8 +225,9 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 	sbx_err err = SBX_ERR_INIT;
 	struct rop *o;
 
-	if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o, s?o, s?s, s?I, s?I, s?b, s?b, s?s, s?{s:I, s:I}}",
-			   "sandbox_id", &sid, "op_id", &op_id, "argv", &argv, "env", &env, "cwd", &cwd, "timeout_ms",
+	if (json_unpack_ex(b, &jerr, JSON_STRICT,
+			   "{s:s, s:s, s:s, s:o, s?o, s?s, s?I, s?I, s?b, s?b, s?s, s?{s:I, s:I}}", "sandbox_id", &sid,
+			   "placement_id", &plc, "op_id", &op_id, "argv", &argv, "env", &env, "cwd", &cwd, "timeout_ms",
 			   &timeout_ms, "credit", &credit, "stdin_open", &stdin_open, "background", &background,
 			   "stdin_b64", &stdin_b64, "pty", "cols", &cols, "rows", &rows) < 0 ||
 	    (cols && (cols < 1 || cols > SBX_PTY_MAX || rows < 1 || rows > SBX_PTY_MAX)) ||
@@ -287,13 +290,13 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 		reply_error(r, m, op_id, !strcmp(err.code, "too_large") ? "too_large" : "internal", "%s", err.msg);
 		return;
 	}
-	if (!(o = op_begin(r, m, sid, op_id, RK_EXEC)))
+	if (!(o = op_begin(r, m, sid, plc, op_id, RK_EXEC)))
 		return;
 	o->background = background;
 	o->stdin_open = stdin_open;
 	o->credit_in = (uint64_t)credit;
 	o->cmd = strdup(cmd);
-	o->oom0 = sandbox_oom_kills(sid);
+	o->oom0 = sandbox_oom_kills(plc);
 	if (inlen && buf_add(&o->pend, in, inlen, PEND_MAX) < 0) {
 		op_error(r, o, "internal", "out of memory");
 		return;
@@ -306,8 +309,8 @@ void on_exec(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 	log_info("sandbox %s: exec %.200s (op %s, stream %u)", sid, cmd, op_id, o->stream);
 }
 
-void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
-		    enum rk kind)
+void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id,
+	     enum rk kind)
 {
 	const char *path = NULL;
 	int flag = 0;
@@ -322,28 +325,28 @@ void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 
 	switch (kind) {
 	case RK_WRITE:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b, s?I}", "sandbox_id", &sid, "op_id",
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?b, s?I}", "sandbox_id", &sid, "placement_id", &plc, "op_id",
 				    &op_id, "path", &path, "mkdir", &flag, "size", &size);
 		fr.op = SBX_FILE_WRITE;
 		break;
 	case RK_READ:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?I}", "sandbox_id", &sid, "op_id", &op_id,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?I}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				    "path", &path, "credit", &credit);
 		fr.op = SBX_FILE_READ;
 		break;
 	case RK_LIST:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				    "path", &path);
 		fr.op = SBX_FILE_LIST;
 		credit = ACC_MAX;
 		break;
 	case RK_DELETE:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				    "path", &path, "recursive", &flag);
 		fr.op = SBX_FILE_DELETE;
 		break;
 	default:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?b}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				    "path", &path, "parents", &flag);
 		fr.op = SBX_FILE_MKDIR;
 		break;
@@ -359,7 +362,7 @@ void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 		reply_error(r, m, op_id, "invalid", "%s", err.msg);
 		return;
 	}
-	if (!(o = op_begin(r, m, sid, op_id, kind)))
+	if (!(o = op_begin(r, m, sid, plc, op_id, kind)))
 		return;
 	o->credit_in = fr.credit;
 	o->size = size;
@@ -369,8 +372,8 @@ void on_file(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 		op_expect(r, o);
 }
 
-void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *op_id,
-		    enum rk kind)
+void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, const char *plc, const char *op_id,
+	     enum rk kind)
 {
 	json_int_t pid = 0, offset = 0, credit = 65536, cols = 1, rows = 1;
 	int follow = 0, close_ = 0;
@@ -385,23 +388,23 @@ void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 
 	switch (kind) {
 	case RK_PROCS:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id);
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id);
 		break;
 	case RK_ATTACH:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s?I, s?b, s?I}", "sandbox_id", &sid,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:I, s?I, s?b, s?I}", "sandbox_id", &sid, "placement_id", &plc,
 				    "op_id", &op_id, "pid", &pid, "offset", &offset, "follow", &follow, "credit",
 				    &credit);
 		break;
 	case RK_PSTDIN:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s?s, s?b}", "sandbox_id", &sid, "op_id",
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:I, s?s, s?b}", "sandbox_id", &sid, "placement_id", &plc, "op_id",
 				    &op_id, "pid", &pid, "data_b64", &data, "close", &close_);
 		break;
 	case RK_PRESIZE:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s:I, s:I}", "sandbox_id", &sid, "op_id",
-				    &op_id, "pid", &pid, "cols", &cols, "rows", &rows);
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:I, s:I, s:I}", "sandbox_id", &sid,
+				    "placement_id", &plc, "op_id", &op_id, "pid", &pid, "cols", &cols, "rows", &rows);
 		break;
 	default:
-		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I, s:o}", "sandbox_id", &sid, "op_id", &op_id,
+		rc = json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:I, s:o}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				    "pid", &pid, "signal", &sigv);
 		break;
 	}
@@ -430,7 +433,7 @@ void on_proc(struct relay *r, const sbx_mq_msg *m, json_t *b, const char *sid, c
 			return;
 		}
 	}
-	if (!(o = op_begin(r, m, sid, op_id, kind)))
+	if (!(o = op_begin(r, m, sid, plc, op_id, kind)))
 		return;
 	switch (kind) {
 	case RK_PROCS:
@@ -498,8 +501,9 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 {
 	cleanup_json json_t *b = NULL;
 	json_error_t jerr;
-	const char *sid = NULL, *op_id = m->correlation_id;
+	const char *sid = NULL, *plc = NULL, *op_id = m->correlation_id;
 	struct rop *o = op_find(r, op_id);
+	json_t *pv;
 
 	if (kind == SBX_MSG_FILE_DATA) {
 		if (!o || o->kind != RK_WRITE)
@@ -525,10 +529,16 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 	}
 	if (!o)
 		return;
+	/* an op is reached only through the placement it runs on */
+	if (!(pv = json_object_get(b, "placement_id")) || !json_is_string(pv) ||
+	    strcmp(json_string_value(pv), o->ch->id)) {
+		log_warnx("op %s: a %s naming another placement; ignored", o->op_id, m->type);
+		return;
+	}
 	switch (kind) {
 	case SBX_MSG_CREDIT: {
 		json_int_t bytes = 0;
-		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:I}", "sandbox_id", &sid, "op_id", &op_id, "bytes",
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:I}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id, "bytes",
 				   &bytes) < 0 ||
 		    bytes < 1 || bytes > UINT32_MAX) {
 			log_warnx("op %s: malformed credit", o->op_id);
@@ -545,7 +555,7 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 		int close_ = 0;
 		cleanup_free uint8_t *bytes = NULL;
 		size_t blen = 0;
-		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s?s, s?b}", "sandbox_id", &sid, "op_id", &op_id,
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s?s, s?b}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				   "data_b64", &data, "close", &close_) < 0 ||
 		    (data && b64_decode(data, &bytes, &blen) < 0)) {
 			log_warnx("op %s: malformed stdin", o->op_id);
@@ -565,7 +575,7 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 	case SBX_MSG_SIGNAL: {
 		json_t *sv = NULL;
 		int sig;
-		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:o}", "sandbox_id", &sid, "op_id", &op_id,
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:o}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id,
 				   "signal", &sv) < 0 ||
 		    (sig = sig_of(sv)) < 0) {
 			log_warnx("op %s: malformed signal", o->op_id);
@@ -581,7 +591,7 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 		break;
 	}
 	case SBX_MSG_FILE_END:
-		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0 ||
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id) < 0 ||
 		    o->kind != RK_WRITE)
 			return;
 		if (o->size >= 0 && o->got != o->size) {
@@ -592,7 +602,7 @@ void on_followup(struct relay *r, const sbx_mq_msg *m, enum sbx_msg_kind kind)
 		op_pump(r, o);
 		break;
 	case SBX_MSG_FILE_ABORT:
-		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s}", "sandbox_id", &sid, "op_id", &op_id) < 0) {
+		if (json_unpack_ex(b, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &plc, "op_id", &op_id) < 0) {
 			log_warnx("op %s: malformed file.abort", o->op_id);
 			return;
 		}

@@ -510,7 +510,7 @@ void h_sandboxes_create(struct api_req *r)
 		/* the provisioner marked it ready before it answered: this repeats
 		 * it, guarded (never over a later change) */
 		if (sbx_sandbox_ready(&r->ctx->db, id, r->org.org_id, sbx_reply_str(&rep, "node_id"),
-				      sbx_reply_str(&rep, "container_id"), false, &err) < 0)
+				      sbx_reply_str(&rep, "container_id"), NULL, false, &err) < 0)
 			goto fail;
 	}
 	s = load_sandbox(r, id, &err);

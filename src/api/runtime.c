@@ -32,6 +32,7 @@ int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 		return sbx_err_code(err, "not_ready", "Sandbox is %s, not ready", PQgetvalue(res, 0, 0));
 	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
 	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
+	snprintf(sb->placement_id, sizeof(sb->placement_id), "%s", PQgetvalue(res, 0, 4));
 	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
 	if (!sb->env)
 		sb->env = json_object();
@@ -56,6 +57,7 @@ int rt_send(struct rt_op *op, enum sbx_msg_kind kind, json_t *body, sbx_err *err
 	cleanup_free char *s = NULL;
 
 	json_object_set_new(body, "sandbox_id", json_string(op->sb->id));
+	json_object_set_new(body, "placement_id", json_string(op->sb->placement_id));
 	json_object_set_new(body, "op_id", json_string(op->op_id));
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)
@@ -75,6 +77,7 @@ int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sb
 	if (sbx_msg_route(kind, sb->node_id, op->queue, sizeof(op->queue), err) < 0)
 		return -1;
 	json_object_set_new(body, "sandbox_id", json_string(sb->id));
+	json_object_set_new(body, "placement_id", json_string(sb->placement_id));
 	json_object_set_new(body, "op_id", json_string(op->op_id));
 	s = json_dumps(body, JSON_COMPACT);
 	if (!s)

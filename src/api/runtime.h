@@ -11,6 +11,7 @@
 struct rt_sandbox {
 	char id[SBX_ID_LEN + 1];
 	char node_id[256];
+	char placement_id[SBX_ID_LEN + 1]; /* what names it on its node */
 	json_t *env; /* the sandbox's default environment */
 };
 
@@ -33,7 +34,7 @@ struct rt_op {
 	long long restart_seen;
 };
 
-/* Sends the op's first request; `body` gets sandbox_id and op_id added. */
+/* Sends the op's first request; `body` gets sandbox_id, placement_id and op_id added. */
 int rt_start(struct rt_op *op, struct api_req *r, struct rt_sandbox *sb, enum sbx_msg_kind kind, json_t *body,
 	     sbx_err *err);
 /* Another message for the same op (credit, stdin, signal, file.data...). */

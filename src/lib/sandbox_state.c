@@ -100,15 +100,16 @@ static int change(sbx_db *db, unsigned from, enum sbx_sb_status to, sbx_err *err
 }
 
 int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *node_id, const char *container_id,
-		      bool unless_destroy_asked, sbx_err *err)
+		      const char *placement_id, bool unless_destroy_asked, sbx_err *err)
 {
-	const char *p[] = { id, org, node_id, container_id, unless_destroy_asked ? "true" : "false" };
+	const char *p[] = { id, org, node_id, container_id, unless_destroy_asked ? "true" : "false", placement_id };
 
 	return change(db, B(STARTING), SBX_SB_READY, err,
-		      "UPDATE sandboxes SET status = 'ready', node_id = $3, container_id = $4, last_activity_at = now() "
-		      "WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) AND status = ANY($6::sandbox_status[]) "
+		      "UPDATE sandboxes SET status = 'ready', node_id = $3, container_id = $4, "
+		      "placement_id = coalesce($6, placement_id), last_activity_at = now() "
+		      "WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) AND status = ANY($7::sandbox_status[]) "
 		      "AND NOT ($5::boolean AND destroy_requested_at IS NOT NULL) RETURNING id",
-		      5, p);
+		      6, p);
 }
 
 int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err)
@@ -214,10 +215,10 @@ int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res,
 	/* one statement: look, and count this as activity when it can run */
 	return sbx_db_query(db, res, err,
 			    "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
-			    "coalesce(failure_reason, '') AS failure_reason FROM sandboxes "
+			    "coalesce(failure_reason, '') AS failure_reason, placement_id FROM sandboxes "
 			    "  WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)), "
 			    "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
 			    "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
-			    "SELECT status, node_id, env::text, failure_reason FROM s",
+			    "SELECT status, node_id, env::text, failure_reason, placement_id FROM s",
 			    2, id, org);
 }

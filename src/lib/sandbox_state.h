@@ -52,10 +52,12 @@ int sbx_sb_guard(unsigned from_mask, enum sbx_sb_status to, char *out, size_t ou
  * Those returning a count return 1 when the record changed, 0 when its
  * status (or a destroy asked meanwhile) did not let it, -1 on error. */
 
-/* starting -> ready with its placement; last_activity_at starts now. With
- * unless_destroy_asked, a record whose destroy was asked stays starting. */
+/* starting -> ready with its placement (placement_id NULL: the one the
+ * record has; a warm create names the pool member it was handed);
+ * last_activity_at starts now. With unless_destroy_asked, a record whose
+ * destroy was asked stays starting. */
 int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *node_id, const char *container_id,
-		      bool unless_destroy_asked, sbx_err *err);
+		      const char *placement_id, bool unless_destroy_asked, sbx_err *err);
 /* starting -> failed: its create did not finish (the reason is shown). */
 int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err);
 /* starting, ready, pausing, paused, resuming -> failed: it died or was lost. */
@@ -84,7 +86,7 @@ int sbx_sandbox_touch(sbx_db *db, const char *id, sbx_err *err);
 /* Looks a record up to run something in it, and counts that as activity
  * when it is ready (at most once a second). *res (the caller's) has 0 rows
  * or one: status, node_id ('' when none), env (json text), failure_reason
- * ('' when none). */
+ * ('' when none), placement_id (what names it on its node). */
 int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res, sbx_err *err);
 
 #endif

@@ -112,6 +112,15 @@ const struct sbx_setting sbx_settings[] = {
 	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
 	{ "init_answer_ms", SBX_ST_INT, "4000", 100, 60000, R, WRK,
 	  "milliseconds a sandbox's sbx-init has to answer a request before it fails (503 sandbox_unresponsive)" },
+	/* the warm pool (workers/pool.c); its specs must be the API's defaults
+	 * (h_sandboxes.c) for a create without specs to be served from it */
+	{ "warm_pool_size", SBX_ST_INT, "2", 0, 64, R, WRK,
+	  "sandboxes started ahead per template, each handed to one create; 0: no warm pool" },
+	{ "warm_pool_templates", SBX_ST_STR, "", 0, 0, R, WRK,
+	  "templates with a warm pool, comma-separated; empty: every template this node has" },
+	{ "warm_pool_cpu", SBX_ST_INT, "1000", 1, 2000, R, WRK, "cpu (MHz shares) of a warm pool sandbox" },
+	{ "warm_pool_memory_mb", SBX_ST_INT, "512", 1, 1048576, R, WRK, "memory (MB) of a warm pool sandbox" },
+	{ "warm_pool_disk_gb", SBX_ST_INT, "1", 1, 5, R, WRK, "disk (GB) of a warm pool sandbox" },
 
 	/* operator defaults (DESIGN.md: Defaults an operator can change) */
 	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },

@@ -364,9 +364,14 @@ ch_census() {
 		FROM sandboxes WHERE $cond AND $yq ORDER BY created_at" 2> /dev/null)
 	CH_ORPHANS=""
 	for id in $(ch_node_ids); do
-		rec=$(psql_q "SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE id = '$id'" 2> /dev/null)
+		# node objects are named by placement; a warm pool member has no
+		# record (one still starting is listed within seconds, or is gone)
+		ch_pooled() { [ -n "$(psql_q "SELECT 1 FROM warm_pool WHERE placement_id = '$1'" 2> /dev/null)" ]; }
+		ch_pooled "$id" && continue
+		rec=$(psql_q "SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE placement_id = '$id'" 2> /dev/null)
 		read -r st rec isyoung <<< "$rec"
 		[ -n "$st" ] || st=none
+		[ "$st" = none ] && wait_until 5 eval 'ch_pooled "$id" || sb_gone "$id"' && continue
 		[ -n "$org" ] && [ -n "$rec" ] && [ "$rec" != "$org" ] && continue
 		[[ $st =~ ^(ready|paused|pausing|resuming)$ ]] && continue
 		[ "$isyoung" = true ] && continue

@@ -485,13 +485,20 @@ SB_IDS_FILE=$T_TMP/sb-ids
 
 sb_runsc() { runsc --root "$SB_RUNSC_ROOT" "$@"; }
 
+# sb_place ID: what names sandbox ID on the node (runsc, state dir, netns, veth,
+# nft, cgroups): its record's placement_id; an id without a record: itself.
+sb_place() {
+	local p=""
+	[[ $1 =~ ^[0-9a-f]{24}$ ]] && p=$(psql_q "SELECT placement_id FROM sandboxes WHERE id = '$1'" 2> /dev/null)
+	echo "${p:-$1}"; }
+
 # sb_runsc_state ID: runsc's status of ID ("" when it does not know it).
-sb_runsc_state() { sb_runsc state "$1" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
+sb_runsc_state() { sb_runsc state "$(sb_place "$1")" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
 
 # sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded);
 # prints its output (through a pipe: runsc exec overwrites a file stdout).
 sb_exec() {
-	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$1" sh -c "$2" 2>&1 | cat
+	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$(sb_place "$1")" sh -c "$2" 2>&1 | cat
 	return "${PIPESTATUS[0]}"
 }
 
@@ -510,7 +517,7 @@ sb_mounts_of() { awk -v p="$1" 'index($5, p) == 1 {print $5}' /proc/self/mountin
 
 # sb_procs_of ID: runsc processes (sentry, gofer, runsc itself) of ID.
 sb_procs_of() {
-	local id=$1 all line
+	local id=$(sb_place "$1") all line
 	all=$(ps -eo pid=,args=)
 	while IFS= read -r line; do
 		[[ $line == *runsc* ]] || continue
@@ -521,18 +528,19 @@ sb_procs_of() {
 # sb_leftovers ID...: what an independent listing still finds of these ids
 # (empty = nothing).
 sb_leftovers() {
-	local id out="" nft
+	local id p out="" nft
 	nft=$(nft list table inet sbx 2> /dev/null)
 	for id in "$@"; do
-		sb_runsc list -quiet 2> /dev/null | grep -qx "$id" && out+=" runsc:$id"
-		[ -n "$(sb_mounts_of "$SB_STATE/sandboxes/$id")" ] && out+=" mount:$id"
-		[ -n "$(sb_loops_of "$SB_STATE/sandboxes/$id/")" ] && out+=" loop:$id"
-		[ -e "/run/netns/sbx-$id" ] && out+=" netns:$id"
-		ip link show "sbxh${id:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
-		[[ $nft == *"$id"* || $nft == *"sbxh${id:0:9}"* ]] && out+=" nft:$id"
-		[ -e "$SB_STATE/sandboxes/$id" ] && out+=" dir:$id"
-		compgen -G "/sys/fs/cgroup/*/sbx/$id" > /dev/null && out+=" cgroup:$id"
-		[ -n "$(sb_procs_of "$id")" ] && out+=" procs:$id"
+		p=$(sb_place "$id")
+		sb_runsc list -quiet 2> /dev/null | grep -qx "$p" && out+=" runsc:$id"
+		[ -n "$(sb_mounts_of "$SB_STATE/sandboxes/$p")" ] && out+=" mount:$id"
+		[ -n "$(sb_loops_of "$SB_STATE/sandboxes/$p/")" ] && out+=" loop:$id"
+		[ -e "/run/netns/sbx-$p" ] && out+=" netns:$id"
+		ip link show "sbxh${p:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
+		[[ $nft == *"$p"* || $nft == *"sbxh${p:0:9}"* ]] && out+=" nft:$id"
+		[ -e "$SB_STATE/sandboxes/$p" ] && out+=" dir:$id"
+		compgen -G "/sys/fs/cgroup/*/sbx/$p" > /dev/null && out+=" cgroup:$id"
+		[ -n "$(sb_procs_of "$p")" ] && out+=" procs:$id"
 	done
 	echo "${out# }"
 }
@@ -541,7 +549,8 @@ sb_leftovers() {
 # runsc says running, its directory, a loop device backing disk.img, the
 # overlay root mounted, its netns, its nft chain.
 sb_missing() {
-	local id=$1 out="" d=$SB_STATE/sandboxes/$1
+	local id=$(sb_place "$1") out="" d
+	d=$SB_STATE/sandboxes/$id
 	[ "$(sb_runsc_state "$id")" = running ] || out+=" runsc-running"
 	[ -d "$d" ] || out+=" dir"
 	[ -n "$(sb_loops_of "$d/disk.img")" ] || out+=" loop"
@@ -880,11 +889,11 @@ rt_note_restarts() {
 
 # sb_new_of_org BEFORE ORG: containers runsc lists now that were not in
 # BEFORE (a `sb_runsc list -quiet` output) and whose record belongs to ORG
-# (other tests may create sandboxes at the same time).
+# (other tests may create sandboxes at the same time); their placements.
 sb_new_of_org() {
 	local x
 	for x in $(sb_runsc list -quiet 2> /dev/null); do
 		[[ $'\n'$1$'\n' == *$'\n'$x$'\n'* ]] && continue
-		[ "$(psql_q "SELECT org_id FROM sandboxes WHERE id = '$x'")" = "$2" ] && echo "$x"
+		[ "$(psql_q "SELECT org_id FROM sandboxes WHERE placement_id = '$x'")" = "$2" ] && echo "$x"
 	done
 }

@@ -46,7 +46,9 @@ D=$(cat "$T/id-d")
 export SBX_NODE
 SBX_NODE=$(psql_q "SELECT node_id FROM sandboxes WHERE id = '$A'")
 [ -n "$SBX_NODE" ] || bail "sandbox $A has no node"
-rx() { timeout -k 5 150 "$R" "$@"; }
+# relayctl names the sandbox's placement as the API does (its first id argument's)
+rx_place() { local a; for a in "$@"; do [[ $a =~ ^[0-9a-f]{24}$ ]] && { sb_place "$a"; return; }; done; }
+rx() { RELAY_PLACEMENT=$(rx_place "$@") timeout -k 5 150 "$R" "$@"; }
 # node agent: the worker master's child with a signalfd (it reaps runsc's processes)
 node_pid() {
 	local p
@@ -176,7 +178,7 @@ is "$?" 1 "...and it is gone inside"
 # ---- background processes ----
 bgpid=$(rx bg "$C" -- sh -c 'echo one; echo two >&2; sleep 1; echo three; sleep 600')
 like "$bgpid" '^[0-9]+$' "background exec answers with its pid ($bgpid)"
-wait_until 10 sh -c "'$R' attach '$C' '$bgpid' 2>/dev/null | grep -q three"
+wait_until 10 sh -c "RELAY_PLACEMENT=$(sb_place "$C") '$R' attach '$C' '$bgpid' 2>/dev/null | grep -q three"
 is "$(rx procs "$C" | jq -r ".processes[] | select(.pid == $bgpid) | .state")" running "proc.list: running"
 is "$(rx attach "$C" "$bgpid" 2> "$T/e"; cat "$T/e")" "one
 three
@@ -190,19 +192,20 @@ new_node() { np2=$(node_pid); [ -n "$np2" ] && [ "$np2" != "$np" ]; }
 wait_until 30 new_node
 ok "[ -n '$np' ] && [ -n '$np2' ] && [ '$np2' != '$np' ] && ! kill -0 $np 2>/dev/null" \
 	"the node agent was killed and the master started a new one ($np -> $np2)"
-wait_until 30 sh -c "'$R' -T 5 exec '$A' -- true 2>/dev/null"
+wait_until 30 sh -c "RELAY_PLACEMENT=$(sb_place "$A") '$R' -T 5 exec '$A' -- true 2>/dev/null"
 
 # ---- a hostile sbx-init: its malformed frame closes the channel, nothing else ----
 # (D's channel is opened for the first time by the new agent: a fake stands
 # in for its socket. One without D's key fails the handshake; one with it
 # (a compromised sbx-init knows its own key) answers the EXEC with an empty
 # STDOUT, a malformed frame)
-sock=$SB_STATE/sandboxes/$D/disk/chan/channel.sock
+sock=$SB_STATE/sandboxes/$(sb_place "$D")/disk/chan/channel.sock
 mv "$sock" "$sock.real"
 # fake_init KEY: a stand-in sbx-init on D's socket that proves KEY, then
 # answers one EXEC with a malformed frame.
 fake_init() {
-	python3 - "$sock" "$1" "$D" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
+	# the handshake names what the node knows D by: its placement
+	python3 - "$sock" "$1" "$(sb_place "$D")" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
 import socket, struct, sys, time
 sys.path.insert(0, sys.argv[4])
 from chanlib import read_frame, serve_handshake
@@ -229,7 +232,7 @@ like "$? $(cat "$T/e")" "^250 .*error.*(prove|handshake|closed)" "a stand-in wit
 kill $fp 2> /dev/null
 wait $fp 2> /dev/null
 rm -f "$sock"
-fake_init "$(cat "$SB_STATE/sandboxes/$D/chan.key")"
+fake_init "$(cat "$SB_STATE/sandboxes/$(sb_place "$D")/chan.key")"
 rx -T 20 exec "$D" -- echo hi 2> "$T/e"
 like "$? $(cat "$T/e")" "^250 .*error internal: .*malformed" "a malformed frame from inside: the op ends with error internal"
 ok "kill -0 $np2" "...and the node agent lives on"
@@ -246,7 +249,7 @@ echo hi | rx pstdin "$C" 999999 2> "$T/e"
 like "$? $(cat "$T/e")" "^250 .*error not_found" "proc.stdin to an unknown pid: not_found"
 rx pkill "$C" "$bgpid" KILL
 ok $? "proc.signal KILL"
-wait_until 10 sh -c "'$R' procs '$C' | jq -e '.processes[] | select(.pid == $bgpid and .state == \"exited\")' >/dev/null"
+wait_until 10 sh -c "RELAY_PLACEMENT=$(sb_place "$C") '$R' procs '$C' | jq -e '.processes[] | select(.pid == $bgpid and .state == \"exited\")' >/dev/null"
 ok $? "...and it is listed as exited"
 
 # ---- the sentry dies under a running exec ----
@@ -255,7 +258,7 @@ rx -j "$T/kj" exec "$B" -- sh -c 'echo A; sleep 60' > "$T/k" 2> "$T/ke" &
 kp=$!
 BGPIDS+=($kp)
 wait_until 20 grep -q A "$T/k"
-kill -9 "$(cat "$SB_STATE/sandboxes/$B/sandbox.pid")"
+kill -9 "$(cat "$SB_STATE/sandboxes/$(sb_place "$B")/sandbox.pid")"
 t0=$SECONDS
 wait $kp
 rc=$?

@@ -148,7 +148,7 @@ T_SECTION="stopped sentry"
 rt_new it-relay-restart-c
 C=$RT_ID
 is "$(rt_sh "$C" "echo up")" up "a third sandbox answers (its channel is open)"
-SPID=$(cat "$SB_STATE/sandboxes/$C/sandbox.pid" 2> /dev/null)
+SPID=$(cat "$SB_STATE/sandboxes/$(sb_place "$C")/sandbox.pid" 2> /dev/null)
 like "$SPID" '^[0-9]+$' "its sentry's pid ($SPID)"
 kill -STOP "$SPID"
 t0=$(ms)

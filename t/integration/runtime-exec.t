@@ -176,7 +176,7 @@ D=$RT_ID
 exec_req_d() { req nginx POST "/sandboxes/$D/exec" "$1"; }
 exec_req_d '{"cmd":"echo alive"}'
 is "$(j .data.stdout)" alive "the sandbox to kill runs commands"
-spid=$(sb_runsc state "$D" 2> /dev/null | jq -r '.pid // empty')
+spid=$(sb_runsc state "$(sb_place "$D")" 2> /dev/null | jq -r '.pid // empty')
 like "$spid" '^[0-9]+$' "runsc state gives the sandbox's (sentry's) pid"
 # one exec in flight when the sentry dies: its stream must end saying so
 rt_stream_start "$T/dead" "/sandboxes/$D/exec" "$(rt_json "echo started; sleep 1000" 120 true)"

@@ -40,6 +40,9 @@ dirs_now() {
 	for d in "$SBDIR"/*; do [ -d "$d" ] && echo "${d##*/}"; done
 }
 runsc_now() { sb_runsc list -quiet 2> /dev/null; }
+# sb_of_place P: the sandbox whose record points at placement P (listings
+# show placements; "" when none).
+sb_of_place() { psql_q "SELECT id FROM sandboxes WHERE placement_id = '${1//[^0-9a-f]/}'" 2> /dev/null; }
 
 # new_one LISTER BEFORE: an id LISTER shows that BEFORE did not.
 new_one() {
@@ -66,7 +69,7 @@ state_files() {
 # LISTER shows a new sandbox, SIGKILLs the worker's ROLE (node, provisioner,
 # or start: the node agent's start process); then checks.
 crash() {
-	local point=$1 role=$2 lister=$3 rid before old new id="" code body st reason deadline seen="" mark m node0 fault=""
+	local point=$1 role=$2 lister=$3 rid before old new id="" code body st reason deadline seen="" seenp="" sid mark m node0 fault=""
 	T_SECTION=$point
 	rid="it-crash-$point-$RANDOM$RANDOM"
 	# The start process's points are armed (fault_points, doc/testing.md): it
@@ -98,6 +101,7 @@ crash() {
 				[ -s "$f" ] || continue
 				seen=${f##*/"$fault".}
 				seen=${seen%.pid}
+				seen=$(sb_of_place "$seen") # the start names its placement
 				old=$(cat "$f")
 				break
 			done
@@ -107,8 +111,11 @@ crash() {
 	fi
 	while [ -z "$fault" ] && [ $SECONDS -lt $deadline ]; do
 		x=$(new_one "$lister" "$before") || continue
-		if log_since "$mark" | grep -qF "req=$rid: sandbox $x: starting"; then
-			seen=$x
+		# listings show placements: the record pointing at it is the sandbox
+		sid=$(sb_of_place "$x")
+		if [ -n "$sid" ] && log_since "$mark" | grep -qF "req=$rid: sandbox $sid: starting"; then
+			seen=$sid
+			seenp=$x
 			break
 		fi
 		before+=$'\n'$x
@@ -117,7 +124,7 @@ crash() {
 	if [ -n "$seen" ] && [ -n "$old" ]; then
 		[ "$role" = start ] && was="; the start process still ran: $([ -d "/proc/$old" ] && echo yes || echo no)"
 		kill -KILL "$old" && killed=1
-		diag "SIGKILLed $role (pid $old) when $lister showed $seen; runsc list had it then: $(runsc_now | grep -qx "$seen" && echo yes || echo no)$was"
+		diag "SIGKILLed $role (pid $old) when $lister showed $seen; runsc list had it then: $(runsc_now | grep -qx "${seenp:-$(sb_place "$seen")}" && echo yes || echo no)$was"
 	fi
 	ok "[ -n '$seen' ] && [ $killed = 1 ]" "a create reached the point ($lister shows a new sandbox within 15 s) and $role pid $old was SIGKILLed"
 	id=$(psql_q "SELECT id FROM sandboxes WHERE request_id = '$rid'")

@@ -91,7 +91,7 @@ free_after=$(df -Pk "$SB_STATE" | awk 'NR == 2 {print $4}')
 diag "dd: $(tr '\n' '|' <<< "$out" | tail -c 400)"
 like "$out" 'No space left on device' "writing 2 GB into 1 GB: 'No space left on device' inside"
 like "$out" 'exit=[1-9]' "dd fails"
-img_kb=$(du -k "$SB_STATE/sandboxes/$C/disk.img" 2> /dev/null | awk '{print $1}')
+img_kb=$(du -k "$SB_STATE/sandboxes/$(sb_place "$C")/disk.img" 2> /dev/null | awk '{print $1}')
 ok "[ -n '$img_kb' ] && [ '$img_kb' -le $((1024 * 1024 * 105 / 100)) ]" \
 	"the sandbox's disk image holds at most its 1 GiB on the host (du: ${img_kb:-?} kB)"
 dropped=$(((free_before - free_after) / 1024))

@@ -105,7 +105,7 @@ st5=$STATUS
 sb_create nginx '{"name":"it-reap-neighbour","specs":{"memory":256,"disk":1}}'
 ID6=$SB_ID
 is "$st5 $STATUS" "201 201" "two sandboxes: a victim and a neighbour"
-pid=$(sb_runsc state "$ID5" | jq -r '.pid // empty')
+pid=$(sb_runsc state "$(sb_place "$ID5")" | jq -r '.pid // empty')
 like "$pid $(tr '\0' ' ' < "/proc/$pid/cmdline" 2> /dev/null | cut -c1-13)" '^[0-9]+ runsc-sandbox$' \
 	"runsc state gives the victim's sentry pid ($pid)"
 kill -KILL "$pid"

@@ -39,7 +39,7 @@ ok "[ -n '$XHOST' ] && [ -n '$YHOST' ] && [ '$XHOST' != '$YHOST' ]" "two sandbox
 
 # ---- the channel hijack --------------------------------------------------
 T_SECTION=hijack
-YSOCK=$SB_STATE/sandboxes/$Y/disk/chan/channel.sock
+YSOCK=$SB_STATE/sandboxes/$(sb_place "$Y")/disk/chan/channel.sock
 # Inside X, root plants a symlink to Y's socket where sbx-init's was. sbx-init
 # puts its own socket back at once, so the attacker keeps planting it (a
 # bounded loop) across a node agent restart: whatever the agent finds then,
@@ -78,7 +78,7 @@ out=$(rt_sh "$X" "dd if=/dev/zero of=/run/sbx/fill bs=1M count=1600 2>&1 | grep 
 like "$out" "No space left on device" "writing 1.6 GB into /run/sbx of a 1 GB sandbox ends with ENOSPC"
 size=$(tail -n1 <<< "$out")
 ok "[ '${size:-0}' -le $((1024 * 1024 * 1024)) ]" "... after at most the disk's size (${size:-?} bytes)"
-ok "! find '$SB_STATE/sandboxes/$X' -maxdepth 2 -name fill -newer '$T/yhost' 2> /dev/null | grep -q ." \
+ok "! find '$SB_STATE/sandboxes/$(sb_place "$X")' -maxdepth 2 -name fill -newer '$T/yhost' 2> /dev/null | grep -q ." \
 	"nothing of it landed in the sandbox's host directory outside its disk"
 
 # ---- sbx-init's own paths through the files API ---------------------------

@@ -17,8 +17,11 @@ NODE=$(psql_q "SELECT id FROM nodes ORDER BY heartbeat_at DESC LIMIT 1")
 
 # The ids live records own (a create in flight counts as live: it finishes
 # or is undone; the last check says none is old).
+# the placements of live records and of warm pool members: what names
+# everything of theirs on the node
 live_ids() {
-	psql_q "SELECT id FROM sandboxes WHERE status IN ('starting', 'ready', 'pausing', 'paused', 'resuming')" | sort
+	psql_q "SELECT placement_id FROM sandboxes WHERE status IN ('starting', 'ready', 'pausing', 'paused', 'resuming')
+		UNION SELECT placement_id FROM warm_pool" | sort
 }
 
 # stray KIND: one line per thing of KIND no live record owns ("" = none).

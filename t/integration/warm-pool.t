@@ -1,0 +1,135 @@
+#!/bin/bash
+# The warm pool (issue 10, workers/pool.c): the node keeps warm_pool_size
+# sandboxes of each template started ahead with the default specs, listed
+# in the warm_pool table; no record points at them.
+#  - a create that matches (default template and specs) is handed a member:
+#    its record points at a placement that existed before the create, and
+#    that member leaves the pool; the pool refills;
+#  - a create that does not match (other specs) takes the cold path;
+#  - a handed-out sandbox works through the API (exec with the create's env,
+#    files) and no two creates ever get the same placement;
+#  - destroy leaves nothing of it (independent listing), and the pool lives;
+#  - a member whose sentry dies is removed and replaced (never handed out);
+#  - a node agent killed with -9: the members of its life are removed by
+#    the next one, which fills a pool of its own.
+. "$(dirname "$0")/lib.sh"
+
+t_require --root "runsc, kill -9 of the node agent" runsc jq
+rt_begin
+rt_setup it-warm
+
+TMPL=debian-12
+SIZE=$(conf_get warm_pool_size)
+: "${SIZE:=2}"
+[ "$SIZE" -ge 2 ] || { echo "1..0 # SKIP warm_pool_size is $SIZE (needs 2)"; exit 0; }
+
+pool() { psql_q "SELECT placement_id FROM warm_pool WHERE template = '$TMPL' ORDER BY placement_id"; }
+pool_n() { psql_q "SELECT count(*) FROM warm_pool WHERE template = '$TMPL'"; }
+pool_full() { [ "$(pool_n)" -ge "$SIZE" ]; }
+in_list() { [[ $'\n'$2$'\n' == *$'\n'$1$'\n'* ]]; }
+PLACES=()
+
+# ---- the pool is there, with nobody's records -----------------------------
+wait_until 120 pool_full
+ok $? "the node's warm pool of $TMPL fills to warm_pool_size $SIZE (warm_pool table)"
+before=$(pool)
+p1=$(head -n1 <<< "$before")
+is "$(sb_runsc_state "$p1")" running "a member runs (runsc state of its placement)"
+is "$(psql_q "SELECT count(*) FROM sandboxes WHERE placement_id IN (SELECT placement_id FROM warm_pool)")" 0 \
+	"no record points at a pool member"
+
+# ---- a matching create is handed a member --------------------------------
+sb_create nginx '{"name":"it-warm-1","env":{"WARM_VAR":"warm value"},"metadata":{"k":"v1"}}'
+W1=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "a create with the default template and specs: 201 ready"
+P1=$(sb_place "$W1")
+PLACES+=("$P1")
+ok "in_list '$P1' '$before'" "it was served from the pool: its placement $P1 existed before the create"
+isnt "$P1" "$W1" "the placement is not the sandbox id"
+is "$(psql_q "SELECT count(*) FROM warm_pool WHERE placement_id = '$P1'")" 0 "the member left the pool"
+is "$(j '.data.metadata.k') $(j '.data.specs.memory')" "v1 512" "the record is the create's own (metadata, default specs)"
+
+# ---- it works ---------------------------------------------------------------
+is "$(rt_sh "$W1" 'printf "%s" "$WARM_VAR"; echo; hostname >/dev/null && echo up')" "warm value"$'\n'"up" \
+	"exec through the API sees the create's env"
+req nginx PUT "/sandboxes/$W1/files/tmp/warm.txt" "warm file" -H 'Content-Type: application/octet-stream'
+is "$STATUS" 204 "a file upload works"
+req nginx GET "/sandboxes/$W1/files/tmp/warm.txt"
+is "$STATUS $BODY" "200 warm file" "and reads back"
+
+# ---- the pool refills ---------------------------------------------------
+wait_until 120 pool_full
+ok $? "the pool refills to $SIZE"
+ok "! in_list '$P1' '$(pool)'" "the handed-out member is not back in the pool (never reused)"
+
+# ---- a create that does not match takes the cold path ---------------------
+before=$(pool)
+sb_create nginx '{"name":"it-warm-cold","specs":{"memory":256}}'
+C1=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "a create with other specs: 201 ready"
+PC=$(sb_place "$C1")
+PLACES+=("$PC")
+ok "! in_list '$PC' '$before'" "it was started cold: its placement was no pool member"
+is "$(rt_sh "$C1" 'echo cold')" cold "the cold one works too"
+
+# ---- two at once never share a placement ----------------------------------
+wait_until 120 pool_full
+for i in 1 2 3; do
+	curl -sS --cacert "$SBX_CACERT" --max-time 90 -H "$(rt_auth)" -H 'Content-Type: application/json' \
+		-d "{\"name\":\"it-warm-par-$i\"}" "$SBX_URL/sandboxes" > "$T_TMP/par.$i" 2> /dev/null &
+done
+wait
+par=()
+for i in 1 2 3; do
+	id=$(jq -r '.data.id // empty' "$T_TMP/par.$i")
+	sb_track "$id"
+	[ -n "$id" ] && par+=("$id") && PLACES+=("$(sb_place "$id")")
+done
+is "${#par[@]}" 3 "three creates at once: all created"
+is "$(printf '%s\n' "${PLACES[@]}" | sort -u | wc -l)" "${#PLACES[@]}" \
+	"no two sandboxes share a placement (${#PLACES[@]} placements)"
+is "$(psql_q "SELECT count(*) FROM (SELECT placement_id FROM sandboxes GROUP BY placement_id HAVING count(*) > 1) d")" 0 \
+	"no placement is pointed at by two records"
+for id in "${par[@]}"; do
+	is "$(rt_sh "$id" 'test -e /tmp/warm.txt && echo seen || echo fresh')" fresh \
+		"sandbox $id sees nothing of another tenant's (no /tmp/warm.txt)"
+done
+
+# ---- destroy leaves nothing ----------------------------------------------
+for id in "$W1" "$C1" "${par[@]}"; do req nginx DELETE "/sandboxes/$id" > /dev/null; done
+wait_until 30 sb_gone "$W1" "$C1" "${par[@]}"
+is "$(sb_leftovers "$W1" "$C1" "${par[@]}")" "" \
+	"DELETE: nothing of them is left (runsc, mounts, loops, netns, veth, nft, dir, cgroups, processes)"
+wait_until 120 pool_full
+ok $? "the pool is full again afterwards"
+for p in $(pool); do
+	[ "$(sb_runsc_state "$p")" = running ] || diag "member $p: not running"
+done
+is "$(for p in $(pool); do sb_runsc_state "$p"; done | sort -u | tr '\n' ' ')" "running " "every member runs"
+
+# ---- a member that dies is removed and replaced ---------------------------
+DEAD=$(pool | head -n1)
+spid=$(cat "$SB_STATE/sandboxes/$DEAD/sandbox.pid" 2> /dev/null)
+ok "[ -n '$spid' ] && kill -9 '$spid'" "kill -9 of member $DEAD's sentry (pid $spid)"
+wait_until 30 sb_gone "$DEAD"
+is "$(sb_leftovers "$DEAD")" "" "the dead member is removed from the node"
+ok "! in_list '$DEAD' '$(pool)'" "and from the pool listing"
+wait_until 120 pool_full
+ok $? "a new member replaces it"
+
+# ---- a killed node agent's members do not outlive it --------------------
+old=$(pool)
+node=$(worker_pid node)
+mark=$(log_mark)
+ok "[ -n '$node' ] && kill -9 '$node'" "kill -9 of the node agent (pid $node)"
+wait_until 60 node_consuming_since "$mark"
+ok $? "the master restarted it and it consumes again"
+old_gone() { local p; for p in $old; do sb_gone "$p" || return 1; done; }
+wait_until 60 old_gone
+is "$(for p in $old; do sb_leftovers "$p"; done | tr -s ' \n' ' ' | sed 's/ $//')" "" \
+	"the members of its previous life are removed (independent listing)"
+wait_until 120 pool_full
+ok $? "the new agent fills a pool of its own"
+ok "! in_list '$(pool | head -n1)' '$old'" "with new members"
+
+finish
