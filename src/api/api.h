@@ -74,6 +74,10 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
 json_t *api_json_from_row(PGresult *res, int row, int col);
 int api_mq(struct api_req *r, sbx_err *err);
 
+/* auth_cache.c: key hash -> organisation, per process, dropped on NOTIFY sbx_auth */
+bool api_auth_cache_get(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], struct api_org *org);
+void api_auth_cache_put(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], const struct api_org *org);
+
 /* limits.c: one tenant's share of the API children */
 /* Takes a request slot (and a stream slot for a long-running route) of the
  * caller's organisation; 429 when it has as many in flight as it may. */

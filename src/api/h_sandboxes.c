@@ -194,7 +194,8 @@ void h_sandbox_wait(struct api_req *r)
 		if (left <= 0)
 			break;
 		/* any sandbox's change wakes us; only ours ends the wait */
-		while ((w = sbx_db_wait_notify(&r->ctx->db, (int)left, payload, sizeof(payload), &err)) == 1 &&
+		while ((w = sbx_db_wait_notify(&r->ctx->db, "sbx_sandbox_status", (int)left, payload,
+					       sizeof(payload), &err)) == 1 &&
 		       strcmp(payload, r->m.id) != 0) {
 			left = deadline - sbx_now_ms();
 			if (left <= 0)
@@ -206,7 +207,7 @@ void h_sandbox_wait(struct api_req *r)
 			break;
 		}
 	}
-	sbx_db_unlisten_all(&r->ctx->db);
+	sbx_db_unlisten(&r->ctx->db, "sbx_sandbox_status");
 	if (!s) {
 		api_send_error(r, &err);
 		return;

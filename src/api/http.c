@@ -269,6 +269,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	if (!sbx_auth_token_wellformed(tok))
 		return sbx_err_set(err, 401, "unauthorized", "Invalid API key");
 	sbx_auth_hash(&r->ctx->auth, tok, hash);
+	if (api_auth_cache_get(r->ctx, hash, &r->org))
+		return 0;
 	hash_hex[0] = '\\';
 	hash_hex[1] = 'x';
 	sbx_hex(hash, sizeof(hash), hash_hex + 2);
@@ -298,6 +300,7 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	r->org.max_memory_mb = atoll(PQgetvalue(res, 0, 5));
 	r->org.max_requests = atoll(PQgetvalue(res, 0, 7));
 	r->org.max_streams = atoll(PQgetvalue(res, 0, 8));
+	api_auth_cache_put(r->ctx, hash, &r->org);
 	if (PQgetvalue(res, 0, 6)[0] == 't') {
 		sbx_err ignore = SBX_ERR_INIT;
 		/* at most once a minute: a write per request would cost more than it tells */

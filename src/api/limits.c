@@ -185,8 +185,7 @@ void api_limits_release(struct api_req *r)
 		 * reconnects) */
 		log_warnx("cannot give back the organisation's request slot (%s); dropping the Postgres connection",
 			  err.msg);
-		PQfinish(db->conn);
-		db->conn = NULL;
+		sbx_db_drop(db);
 	}
 	r->slots.request = r->slots.stream = -1;
 }

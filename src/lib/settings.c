@@ -62,6 +62,11 @@ const struct sbx_setting sbx_settings[] = {
 	  "long-running requests (exec, code, output follow, file transfers, stdin, wait) one "
 	  "organisation may have at once (429 beyond); each also counts as a request; about a "
 	  "quarter of api_children (sbx-admin org limits overrides it per organisation)" },
+	{ "api_auth_cache_seconds", SBX_ST_SECS, "10", 0, 300, R, API,
+	  "how long an API process may answer from its cache of key -> organisation without asking "
+	  "Postgres again (0: ask on every request); a revoked key or changed organisation is "
+	  "dropped from every cache at once through LISTEN sbx_auth, this is the bound if that "
+	  "notification is missed" },
 	{ "api_body_min_rate", SBX_ST_BYTES, "4096", 0, 1073741824, R, API,
 	  "slowest average rate, in bytes per second of waiting for the client, at which a streamed "
 	  "request body (file upload, stdin) may arrive once api_body_grace has passed (408 "
