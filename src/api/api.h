@@ -51,6 +51,7 @@ struct api_req {
 	struct api_slots slots;
 	int retry_after; /* seconds, for a 429 (1 when unset) */
 	bool answered;
+	bool unflushed; /* a stream frame waits in FCGX's buffer for the next one */
 	int status; /* for the access log line */
 };
 
