@@ -79,6 +79,15 @@ int api_mq(struct api_req *r, sbx_err *err);
 bool api_auth_cache_get(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], struct api_org *org);
 void api_auth_cache_put(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], const struct api_org *org);
 
+/* turns.c: short requests served at once by one sbx-api (api_short_requests) */
+/* In the master, before forking: n turns. */
+int api_turns_new(int n, sbx_err *err);
+void api_turns_free(void);
+/* Waits for a turn (0), or -1 when a signal came first. No-op without turns. */
+int api_turn_take(void);
+/* Gives the turn back when the request would wait on a client or a worker. */
+void api_turn_leave(void);
+
 /* limits.c: one tenant's share of the API children */
 /* Takes a request slot (and a stream slot for a long-running route) of the
  * caller's organisation; 429 when it has as many in flight as it may. */

@@ -229,6 +229,7 @@ json_t *api_json_from_row(PGresult *res, int row, int col)
 
 int api_mq(struct api_req *r, sbx_err *err)
 {
+	api_turn_leave(); /* what follows waits for a worker */
 	if (!r->ctx->mq)
 		return sbx_mq_open(&r->ctx->mq, sbx_cfg_str(r->ctx->cfg, "amqp_url"), err);
 	return sbx_mq_ensure(r->ctx->mq, err);
@@ -393,6 +394,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 		api_send_error(&r, &err);
 		goto done;
 	}
+	if (api_route_is_long(&r))
+		api_turn_leave(); /* a stream, a transfer or a long poll */
 	if (!h)
 		not_implemented(&r);
 	else

@@ -233,6 +233,12 @@ static void guarded_fill(FCGX_Stream *s)
 		s->isClosed = 1; /* never ours to serve */
 		return;
 	}
+	/* the client decides how long this takes: not on a short turn */
+	api_turn_leave();
+	if (guard.min_rate <= 0) {
+		guard.fill(s);
+		return;
+	}
 	if (too_slow()) {
 		trip(s);
 		return;
@@ -254,8 +260,6 @@ void api_body_guard_start(struct api_req *r)
 		return;
 	guard.min_rate = sbx_cfg_int(r->ctx->cfg, "api_body_min_rate");
 	guard.grace_us = sbx_cfg_int(r->ctx->cfg, "api_body_grace") * 1000000;
-	if (guard.min_rate <= 0)
-		return;
 	guard.stream = in;
 	guard.fill = in->fillBuffProc;
 	in->fillBuffProc = guarded_fill;
