@@ -38,6 +38,7 @@ struct api_slots {
 	int stream;
 	unsigned key1;  /* the organisation's part of the lock keys */
 	unsigned key2;
+	bool deferred;  /* taken with the handler's first read (api_limits_read) */
 };
 
 struct api_req {
@@ -92,6 +93,11 @@ void api_turn_leave(void);
 /* Takes a request slot (and a stream slot for a long-running route) of the
  * caller's organisation; 429 when it has as many in flight as it may. */
 int api_limits_acquire(struct api_req *r, sbx_err *err);
+/* The handler's first statement, when it is a read: on routes where
+ * api_limits_acquire deferred the request slot, the slot is taken in the
+ * same round trip, just before it (429 instead of the answer when there is
+ * none); elsewhere a plain sbx_db_query. */
+int api_limits_read(struct api_req *r, PGresult **res, sbx_err *err, const char *sql, int n, ...);
 /* Gives the slots back; safe to call when none are held. */
 void api_limits_release(struct api_req *r);
 /* Whether the route holds a child for long (exec, follow, transfers, wait). */

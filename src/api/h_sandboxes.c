@@ -83,14 +83,14 @@ void h_sandboxes_list(struct api_req *r)
 	filter_s = json_dumps(filter, JSON_COMPACT);
 	snprintf(lim, sizeof(lim), "%ld", pg.limit);
 	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
-	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
-			 "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
-			 "  AND s.metadata @> $3::jsonb) "
-			 "SELECT (SELECT count(*) FROM f), "
-			 "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
-			 "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
-			 5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
+	if (api_limits_read(r, &res, &err,
+			    "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
+			    "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
+			    "  AND s.metadata @> $3::jsonb) "
+			    "SELECT (SELECT count(*) FROM f), "
+			    "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
+			    "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
+			    5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
 		send_db_error(r, &err);
 		return;
 	}
@@ -130,9 +130,9 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 	cleanup_pgres PGresult *res = NULL;
 	json_t *s;
 
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
-			 r->org.org_id) < 0)
+	if (api_limits_read(r, &res, err,
+			    "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
+			    r->org.org_id) < 0)
 		return NULL;
 	if (PQntuples(res) != 1) {
 		sbx_err_set(err, 404, "not_found", "Sandbox not found");

@@ -144,6 +144,17 @@ static bool forget_stale(sbx_db *db, const char *sql, PGresult *r)
 	return false;
 }
 
+static void set_error(sbx_db *db, PGresult *r, sbx_err *err)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	char msg[256];
+
+	snprintf(msg, sizeof(msg), "%s", r ? PQresultErrorMessage(r) : PQerrorMessage(db->conn));
+	msg[strcspn(msg, "\n")] = 0;
+	sbx_err_set(err, 500, "db", "database error: %s", msg);
+	snprintf(err->code, sizeof(err->code), "db:%s", state ? state : "?????");
+}
+
 int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n,
 		const char *const *params)
 {
@@ -183,18 +194,90 @@ int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n
 			PQclear(r);
 			continue;
 		}
-		{
-			const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
-			char msg[256];
-			snprintf(msg, sizeof(msg), "%s", r ? PQresultErrorMessage(r) : PQerrorMessage(db->conn));
-			msg[strcspn(msg, "\n")] = 0;
-			sbx_err_set(err, 500, "db", "database error: %s", msg);
-			snprintf(err->code, sizeof(err->code), "db:%s", state ? state : "?????");
-			if (r)
-				PQclear(r);
-			return -1;
-		}
+		set_error(db, r, err);
+		if (r)
+			PQclear(r);
+		return -1;
 	}
+}
+
+/* Two statements in one round trip: libpq's pipeline mode. */
+int sbx_db_exec2(sbx_db *db, const char *sql1, int n1, const char *const *p1, PGresult **res1, const char *sql2,
+		 int n2, const char *const *p2, PGresult **res2, sbx_err *err)
+{
+	const char *name1, *name2;
+	PGresult *got[2] = { NULL, NULL }, *r;
+	int q = 0, rc = 0;
+	bool sent;
+
+	*res1 = *res2 = NULL;
+	if (db_connect(db, err) < 0)
+		return -1;
+	/* in a transaction, or unprepared: one after the other (same answers) */
+	if (PQtransactionStatus(db->conn) != PQTRANS_IDLE || !(name1 = prepared_name(db, sql1, n1)) ||
+	    !(name2 = prepared_name(db, sql2, n2)) || !PQenterPipelineMode(db->conn))
+		goto one_by_one;
+	sent = PQsendQueryPrepared(db->conn, name1, n1, p1, NULL, NULL, 0) &&
+	       PQsendQueryPrepared(db->conn, name2, n2, p2, NULL, NULL, 0) && PQpipelineSync(db->conn);
+	/* results come as: R1, NULL, R2, NULL, SYNC (or FATAL when the link broke) */
+	while (sent) {
+		r = PQgetResult(db->conn);
+		if (!r) {
+			if (++q > 2 || PQstatus(db->conn) == CONNECTION_BAD)
+				break;
+			continue;
+		}
+		if (PQresultStatus(r) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
+			break;
+		}
+		if (q < 2 && !got[q])
+			got[q] = r;
+		else
+			PQclear(r);
+	}
+	PQexitPipelineMode(db->conn);
+	if (!sent || PQstatus(db->conn) == CONNECTION_BAD) {
+		for (int i = 0; i < 2; i++)
+			if (got[i])
+				PQclear(got[i]);
+		if (PQstatus(db->conn) == CONNECTION_BAD)
+			goto one_by_one; /* which reconnects, as a single statement would */
+		return sbx_err_set(err, 503, "db_unavailable", "postgres: %s", PQerrorMessage(db->conn));
+	}
+	for (int i = 0; i < 2; i++) {
+		ExecStatusType st = got[i] ? PQresultStatus(got[i]) : PGRES_FATAL_ERROR;
+		if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK || rc < 0)
+			continue;
+		if (got[i] && forget_stale(db, i == 0 ? sql1 : sql2, got[i])) {
+			/* prepared before a schema change: prepare again, one by one */
+			for (int j = 0; j < 2; j++)
+				if (got[j])
+					PQclear(got[j]);
+			goto one_by_one;
+		}
+		/* the first failure says why (the second is then only "aborted") */
+		set_error(db, got[i], err);
+		rc = -1;
+	}
+	if (rc < 0) {
+		for (int i = 0; i < 2; i++)
+			if (got[i])
+				PQclear(got[i]);
+		return -1;
+	}
+	*res1 = got[0];
+	*res2 = got[1];
+	return 0;
+one_by_one:
+	if (sbx_db_exec(db, res1, err, sql1, n1, p1) < 0)
+		return -1;
+	if (sbx_db_exec(db, res2, err, sql2, n2, p2) < 0) {
+		PQclear(*res1);
+		*res1 = NULL;
+		return -1;
+	}
+	return 0;
 }
 
 int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...)

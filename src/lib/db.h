@@ -48,6 +48,12 @@ void sbx_db_drop(sbx_db *db);
  * SQLSTATE in err->code as "db:XXXXX". *res is set only on success. */
 int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n,
 		const char *const *params);
+/* Runs sql1 and then sql2 in one round trip (pipeline mode; one after the
+ * other inside a transaction). Both run even when the caller will not
+ * want sql2's answer, so sql2 must be harmless to run: a read. Both
+ * results are set on success; on error neither is. */
+int sbx_db_exec2(sbx_db *db, const char *sql1, int n1, const char *const *p1, PGresult **res1, const char *sql2,
+		 int n2, const char *const *p2, PGresult **res2, sbx_err *err);
 /* Variadic form: sbx_db_query(db, &res, err, "... $1 $2", 2, a, b). */
 int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...);
 int sbx_db_ping(sbx_db *db, sbx_err *err);
