@@ -96,6 +96,10 @@ static int child_run(const sbx_config *cfg, int index, void *unused)
 		 * (it stays hot); it waits for one again after a long request */
 		if (api_turn_take() < 0)
 			continue;
+		/* a turn given back by an exiting child can wake us after the
+		 * SIGTERM that told us to exit too: accept would then block */
+		if (sbx_child_stop)
+			break;
 		if (FCGX_Accept_r(&req) < 0) {
 			if (sbx_child_stop)
 				break;
