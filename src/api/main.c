@@ -198,7 +198,7 @@ int main(int argc, char **argv)
 		long long n = sbx_cfg_int(cfg, "api_short_requests");
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		if (n == 0)
-			n = 2 * (cpus > 0 ? cpus : 1);
+			n = 4 * (cpus > 0 ? cpus : 1);
 		if (n >= sbx_cfg_int(cfg, "api_children"))
 			n = 0; /* no fewer turns than children: nothing to share */
 		else if (api_turns_new((int)n, &err) < 0) {

@@ -7,7 +7,7 @@
  * `GET /sandboxes/{id}` made 60 % of what 8 children made (bench/api-get:
  * switching between 130 runnable processes, cold caches, every child
  * asleep when its request comes). So a child takes a turn before it
- * accepts a request, and at most api_short_requests (2 per CPU by default)
+ * accepts a request, and at most api_short_requests (4 per CPU by default)
  * hold one: the others sleep, the queue waits in the listen socket, and
  * the few children that run keep their Postgres sessions hot.
  *

@@ -52,7 +52,7 @@ const struct sbx_setting sbx_settings[] = {
 	  "children that accept and serve short requests at once; the others wait their turn in the "
 	  "listen queue. A request that waits on its client or a worker (exec, follow, wait, file "
 	  "transfers, a request body, a create) gives its turn back, so this bounds CPU work, not "
-	  "streams. 0: 2 per CPU (doc/nginx.md)" },
+	  "streams. 0: 4 per CPU (doc/nginx.md)" },
 	{ "api_pidfile", SBX_ST_STR, "/run/sbx/sbx-api.pid", 0, 0, 0, API, "sbx-api pidfile" },
 	{ "api_max_json_body", SBX_ST_BYTES, "1048576", 1024, 67108864, R, API,
 	  "largest JSON request body accepted (413 beyond)" },
