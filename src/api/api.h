@@ -38,6 +38,7 @@ struct api_slots {
 	int stream;
 	unsigned key1;  /* the organisation's part of the lock keys */
 	unsigned key2;
+	bool deferred;  /* taken with the handler's first read (api_limits_read) */
 };
 
 struct api_req {
@@ -51,6 +52,7 @@ struct api_req {
 	struct api_slots slots;
 	int retry_after; /* seconds, for a 429 (1 when unset) */
 	bool answered;
+	bool unflushed; /* a stream frame waits in FCGX's buffer for the next one */
 	int status; /* for the access log line */
 };
 
@@ -74,10 +76,28 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
 json_t *api_json_from_row(PGresult *res, int row, int col);
 int api_mq(struct api_req *r, sbx_err *err);
 
+/* auth_cache.c: key hash -> organisation, per process, dropped on NOTIFY sbx_auth */
+bool api_auth_cache_get(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], struct api_org *org);
+void api_auth_cache_put(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HASH_LEN], const struct api_org *org);
+
+/* turns.c: short requests served at once by one sbx-api (api_short_requests) */
+/* In the master, before forking: n turns. */
+int api_turns_new(int n, sbx_err *err);
+void api_turns_free(void);
+/* Waits for a turn (0), or -1 when a signal came first. No-op without turns. */
+int api_turn_take(void);
+/* Gives the turn back when the request would wait on a client or a worker. */
+void api_turn_leave(void);
+
 /* limits.c: one tenant's share of the API children */
 /* Takes a request slot (and a stream slot for a long-running route) of the
  * caller's organisation; 429 when it has as many in flight as it may. */
 int api_limits_acquire(struct api_req *r, sbx_err *err);
+/* The handler's first statement, when it is a read: on routes where
+ * api_limits_acquire deferred the request slot, the slot is taken in the
+ * same round trip, just before it (429 instead of the answer when there is
+ * none); elsewhere a plain sbx_db_query. */
+int api_limits_read(struct api_req *r, PGresult **res, sbx_err *err, const char *sql, int n, ...);
 /* Gives the slots back; safe to call when none are held. */
 void api_limits_release(struct api_req *r);
 /* Whether the route holds a child for long (exec, follow, transfers, wait). */

@@ -84,14 +84,14 @@ void h_sandboxes_list(struct api_req *r)
 	filter_s = json_dumps(filter, JSON_COMPACT);
 	snprintf(lim, sizeof(lim), "%ld", pg.limit);
 	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
-	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
-			 "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
-			 "  AND s.metadata @> $3::jsonb) "
-			 "SELECT (SELECT count(*) FROM f), "
-			 "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
-			 "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
-			 5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
+	if (api_limits_read(r, &res, &err,
+			    "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
+			    "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
+			    "  AND s.metadata @> $3::jsonb) "
+			    "SELECT (SELECT count(*) FROM f), "
+			    "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
+			    "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
+			    5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
 		send_db_error(r, &err);
 		return;
 	}
@@ -131,9 +131,9 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 	cleanup_pgres PGresult *res = NULL;
 	json_t *s;
 
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
-			 r->org.org_id) < 0)
+	if (api_limits_read(r, &res, err,
+			    "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
+			    r->org.org_id) < 0)
 		return NULL;
 	if (PQntuples(res) != 1) {
 		sbx_err_set(err, 404, "not_found", "Sandbox not found");
@@ -195,7 +195,8 @@ void h_sandbox_wait(struct api_req *r)
 		if (left <= 0)
 			break;
 		/* any sandbox's change wakes us; only ours ends the wait */
-		while ((w = sbx_db_wait_notify(&r->ctx->db, (int)left, payload, sizeof(payload), &err)) == 1 &&
+		while ((w = sbx_db_wait_notify(&r->ctx->db, "sbx_sandbox_status", (int)left, payload,
+					       sizeof(payload), &err)) == 1 &&
 		       strcmp(payload, r->m.id) != 0) {
 			left = deadline - sbx_now_ms();
 			if (left <= 0)
@@ -207,7 +208,7 @@ void h_sandbox_wait(struct api_req *r)
 			break;
 		}
 	}
-	sbx_db_unlisten_all(&r->ctx->db);
+	sbx_db_unlisten(&r->ctx->db, "sbx_sandbox_status");
 	if (!s) {
 		api_send_error(r, &err);
 		return;

@@ -230,6 +230,7 @@ json_t *api_json_from_row(PGresult *res, int row, int col)
 
 int api_mq(struct api_req *r, sbx_err *err)
 {
+	api_turn_leave(); /* what follows waits for a worker */
 	if (!r->ctx->mq)
 		return sbx_mq_open(&r->ctx->mq, sbx_cfg_str(r->ctx->cfg, "amqp_url"), err);
 	return sbx_mq_ensure(r->ctx->mq, err);
@@ -270,6 +271,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	if (!sbx_auth_token_wellformed(tok))
 		return sbx_err_set(err, 401, "unauthorized", "Invalid API key");
 	sbx_auth_hash(&r->ctx->auth, tok, hash);
+	if (api_auth_cache_get(r->ctx, hash, &r->org))
+		return 0;
 	hash_hex[0] = '\\';
 	hash_hex[1] = 'x';
 	sbx_hex(hash, sizeof(hash), hash_hex + 2);
@@ -299,6 +302,7 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	r->org.max_memory_mb = atoll(PQgetvalue(res, 0, 5));
 	r->org.max_requests = atoll(PQgetvalue(res, 0, 7));
 	r->org.max_streams = atoll(PQgetvalue(res, 0, 8));
+	api_auth_cache_put(r->ctx, hash, &r->org);
 	if (PQgetvalue(res, 0, 6)[0] == 't') {
 		sbx_err ignore = SBX_ERR_INIT;
 		/* at most once a minute: a write per request would cost more than it tells */
@@ -393,6 +397,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 		api_send_error(&r, &err);
 		goto done;
 	}
+	if (api_route_is_long(&r))
+		api_turn_leave(); /* a stream, a transfer or a long poll */
 	if (!h)
 		not_implemented(&r);
 	else

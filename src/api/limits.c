@@ -31,6 +31,7 @@
  * granted credit) does not make the client look slow. */
 #include "config.h"
 #include <errno.h>
+#include <stdarg.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,35 +102,40 @@ static long long limit_of(const struct api_req *r, bool stream)
 	"(SELECT s FROM (SELECT (g + " start "::int) % " n "::int AS s FROM generate_series(0, " n "::int - 1) g) x " \
 	"WHERE pg_try_advisory_lock($1::int, " base "::int + s) LIMIT 1)"
 
-int api_limits_acquire(struct api_req *r, sbx_err *err)
-{
-	cleanup_pgres PGresult *res = NULL;
-	bool is_long = api_route_is_long(r);
-	long long nreq = limit_of(r, false), nstr = limit_of(r, true);
-	char k1[16], n1[24], s1[24], b1[16], n2[24], s2[24], b2[16];
-	int rc;
+/* The statement that tries the slots, with its parameters. */
+struct acquire_q {
+	const char *sql;
+	int n;
+	char v[7][24];
+	const char *p[7];
+};
 
-	r->slots.request = r->slots.stream = -1;
-	if (!sbx_id_valid(r->org.org_id))
-		return 0; /* public routes: nobody to count against */
+static void acquire_build(struct api_req *r, bool is_long, struct acquire_q *q)
+{
+	long long nreq = limit_of(r, false), nstr = limit_of(r, true);
+
 	r->slots.key1 = hex_bits(r->org.org_id, 8);
 	r->slots.key2 = hex_bits(r->org.org_id + 8, 4) << 16;
-	int4_param(k1, sizeof(k1), r->slots.key1);
-	snprintf(n1, sizeof(n1), "%lld", nreq);
-	snprintf(s1, sizeof(s1), "%u", randombytes_uniform((uint32_t)nreq));
-	int4_param(b1, sizeof(b1), r->slots.key2 | KIND_REQUEST << 15);
+	int4_param(q->v[0], sizeof(q->v[0]), r->slots.key1);
+	snprintf(q->v[1], sizeof(q->v[1]), "%lld", nreq);
+	snprintf(q->v[2], sizeof(q->v[2]), "%u", randombytes_uniform((uint32_t)nreq));
+	int4_param(q->v[3], sizeof(q->v[3]), r->slots.key2 | KIND_REQUEST << 15);
+	q->sql = "SELECT " TRY_SLOT("$2", "$3", "$4");
+	q->n = 4;
 	if (is_long) {
-		snprintf(n2, sizeof(n2), "%lld", nstr);
-		snprintf(s2, sizeof(s2), "%u", randombytes_uniform((uint32_t)nstr));
-		int4_param(b2, sizeof(b2), r->slots.key2 | KIND_STREAM << 15);
-		rc = sbx_db_query(&r->ctx->db, &res, err,
-				  "SELECT " TRY_SLOT("$2", "$3", "$4") ", " TRY_SLOT("$5", "$6", "$7"), 7, k1, n1, s1,
-				  b1, n2, s2, b2);
-	} else {
-		rc = sbx_db_query(&r->ctx->db, &res, err, "SELECT " TRY_SLOT("$2", "$3", "$4"), 4, k1, n1, s1, b1);
+		snprintf(q->v[4], sizeof(q->v[4]), "%lld", nstr);
+		snprintf(q->v[5], sizeof(q->v[5]), "%u", randombytes_uniform((uint32_t)nstr));
+		int4_param(q->v[6], sizeof(q->v[6]), r->slots.key2 | KIND_STREAM << 15);
+		q->sql = "SELECT " TRY_SLOT("$2", "$3", "$4") ", " TRY_SLOT("$5", "$6", "$7");
+		q->n = 7;
 	}
-	if (rc < 0)
-		return sbx_err_ctx(err, "taking a request slot");
+	for (int i = 0; i < q->n; i++)
+		q->p[i] = q->v[i];
+}
+
+/* What the statement answered: the slots taken, or the 429. */
+static int acquire_result(struct api_req *r, PGresult *res, bool is_long, sbx_err *err)
+{
 	if (!PQgetisnull(res, 0, 0))
 		r->slots.request = atoi(PQgetvalue(res, 0, 0));
 	if (is_long && !PQgetisnull(res, 0, 1))
@@ -140,7 +146,7 @@ int api_limits_acquire(struct api_req *r, sbx_err *err)
 		return sbx_err_set(err, 429, "org_request_limit",
 				   "Too many concurrent requests for this organisation (at most %lld at a time); "
 				   "retry later",
-				   nreq);
+				   limit_of(r, false));
 	}
 	if (is_long && r->slots.stream < 0) {
 		api_limits_release(r);
@@ -148,7 +154,63 @@ int api_limits_acquire(struct api_req *r, sbx_err *err)
 		return sbx_err_set(err, 429, "org_stream_limit",
 				   "Too many concurrent long-running requests (exec, code, output follow, file "
 				   "transfers, stdin, wait) for this organisation (at most %lld at a time); retry later",
-				   nstr);
+				   limit_of(r, true));
+	}
+	return 0;
+}
+
+/* Routes whose handler starts with a read (api_limits_read): their slot is
+ * taken with it, one round trip instead of two. */
+static bool deferrable(const struct api_req *r)
+{
+	return r->m.method == SBX_M_GET && (r->m.route == SBX_R_SANDBOX || r->m.route == SBX_R_SANDBOXES);
+}
+
+int api_limits_acquire(struct api_req *r, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+	bool is_long = api_route_is_long(r);
+	struct acquire_q q;
+
+	r->slots.request = r->slots.stream = -1;
+	r->slots.deferred = false;
+	if (!sbx_id_valid(r->org.org_id))
+		return 0; /* public routes: nobody to count against */
+	if (!is_long && deferrable(r)) {
+		r->slots.deferred = true;
+		return 0;
+	}
+	acquire_build(r, is_long, &q);
+	if (sbx_db_exec(&r->ctx->db, &res, err, q.sql, q.n, q.p) < 0)
+		return sbx_err_ctx(err, "taking a request slot");
+	return acquire_result(r, res, is_long, err);
+}
+
+int api_limits_read(struct api_req *r, PGresult **res, sbx_err *err, const char *sql, int n, ...)
+{
+	cleanup_pgres PGresult *ares = NULL;
+	const char *params[32];
+	struct acquire_q q;
+	va_list ap;
+
+	*res = NULL;
+	if (n < 0 || n > 32)
+		return sbx_err_set(err, 500, "internal", "too many query parameters");
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		params[i] = va_arg(ap, const char *);
+	va_end(ap);
+	if (!r->slots.deferred)
+		return sbx_db_exec(&r->ctx->db, res, err, sql, n, params);
+	r->slots.deferred = false;
+	acquire_build(r, false, &q);
+	if (sbx_db_exec2(&r->ctx->db, q.sql, q.n, q.p, &ares, sql, n, params, res, err) < 0)
+		return -1;
+	if (acquire_result(r, ares, false, err) < 0) {
+		/* over the limit: the read ran, its answer is not given */
+		PQclear(*res);
+		*res = NULL;
+		return -1;
 	}
 	return 0;
 }
@@ -185,8 +247,7 @@ void api_limits_release(struct api_req *r)
 		 * reconnects) */
 		log_warnx("cannot give back the organisation's request slot (%s); dropping the Postgres connection",
 			  err.msg);
-		PQfinish(db->conn);
-		db->conn = NULL;
+		sbx_db_drop(db);
 	}
 	r->slots.request = r->slots.stream = -1;
 }
@@ -234,6 +295,12 @@ static void guarded_fill(FCGX_Stream *s)
 		s->isClosed = 1; /* never ours to serve */
 		return;
 	}
+	/* the client decides how long this takes: not on a short turn */
+	api_turn_leave();
+	if (guard.min_rate <= 0) {
+		guard.fill(s);
+		return;
+	}
 	if (too_slow()) {
 		trip(s);
 		return;
@@ -255,8 +322,6 @@ void api_body_guard_start(struct api_req *r)
 		return;
 	guard.min_rate = sbx_cfg_int(r->ctx->cfg, "api_body_min_rate");
 	guard.grace_us = sbx_cfg_int(r->ctx->cfg, "api_body_grace") * 1000000;
-	if (guard.min_rate <= 0)
-		return;
 	guard.stream = in;
 	guard.fill = in->fillBuffProc;
 	in->fillBuffProc = guarded_fill;

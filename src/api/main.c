@@ -93,6 +93,14 @@ static int child_run(const sbx_config *cfg, int index, void *unused)
 		fatalx("FCGX_InitRequest failed");
 	log_debug("child %d ready", index);
 	while (!sbx_child_stop) {
+		/* a child keeps its turn from one short request to the next
+		 * (it stays hot); it waits for one again after a long request */
+		if (api_turn_take() < 0)
+			continue;
+		/* a turn given back by an exiting child can wake us after the
+		 * SIGTERM that told us to exit too: accept would then block */
+		if (sbx_child_stop)
+			break;
 		if (FCGX_Accept_r(&req) < 0) {
 			if (sbx_child_stop)
 				break;
@@ -189,14 +197,28 @@ int main(int argc, char **argv)
 	}
 	if (api_metrics_init(&err) < 0)
 		log_warnx("%s (/metrics will show no request counts)", err.msg);
-	log_info("listening on %s with %lld children", sbx_cfg_str(cfg, "api_socket"),
-		 sbx_cfg_int(cfg, "api_children"));
+	{
+		long long n = sbx_cfg_int(cfg, "api_short_requests");
+		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		if (n == 0)
+			n = 4 * (cpus > 0 ? cpus : 1);
+		if (n >= sbx_cfg_int(cfg, "api_children"))
+			n = 0; /* no fewer turns than children: nothing to share */
+		else if (api_turns_new((int)n, &err) < 0) {
+			log_warnx("%s: every child serves short requests at once", err.msg);
+			n = 0;
+		}
+		log_info("listening on %s with %lld children, %lld of them on short requests at once",
+			 sbx_cfg_str(cfg, "api_socket"), sbx_cfg_int(cfg, "api_children"),
+			 n ? n : sbx_cfg_int(cfg, "api_children"));
+	}
 	sup.config_path = conf;
 	{
 		/* the pidfile and socket names are not reloadable: keep our own copies */
 		cleanup_free char *pf = strdup(pidfile);
 		cleanup_free char *sock = strdup(sbx_cfg_str(cfg, "api_socket"));
 		rc = sbx_super_run(&sup, cfg);
+		api_turns_free();
 		if (sock && sock[0] == '/')
 			unlink(sock);
 		if (pf)

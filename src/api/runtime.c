@@ -154,6 +154,14 @@ int rt_next(struct rt_op *op, long long deadline_ms, sbx_mq_msg *msg, sbx_err *e
 		}
 		if (left <= 0)
 			return 0;
+		if (op->r->unflushed && !sbx_mq_buffered(mq)) {
+			/* a frame held back for the next message must not wait with us */
+			op->r->unflushed = false;
+			if (FCGX_FFlush(op->r->fcgx->out) != 0 || FCGX_GetError(op->r->fcgx->out)) {
+				op->client_gone = true;
+				return 0;
+			}
+		}
 		if (!sbx_mq_buffered(mq)) {
 			struct pollfd p[2] = { { .fd = sbx_mq_fd(mq), .events = POLLIN },
 					       { .fd = cfd, .events = POLLIN | POLLRDHUP } };

@@ -48,6 +48,11 @@ const struct sbx_setting sbx_settings[] = {
 	{ "api_children", SBX_ST_INT, "8", 1, 512, 0, API,
 	  "FastCGI children; each serves one request at a time, a streaming exec holds "
 	  "one for its whole duration" },
+	{ "api_short_requests", SBX_ST_INT, "0", 0, 512, 0, API,
+	  "children that accept and serve short requests at once; the others wait their turn in the "
+	  "listen queue. A request that waits on its client or a worker (exec, follow, wait, file "
+	  "transfers, a request body, a create) gives its turn back, so this bounds CPU work, not "
+	  "streams. 0: 4 per CPU (doc/nginx.md)" },
 	{ "api_pidfile", SBX_ST_STR, "/run/sbx/sbx-api.pid", 0, 0, 0, API, "sbx-api pidfile" },
 	{ "api_max_json_body", SBX_ST_BYTES, "1048576", 1024, 67108864, R, API,
 	  "largest JSON request body accepted (413 beyond)" },
@@ -62,6 +67,11 @@ const struct sbx_setting sbx_settings[] = {
 	  "long-running requests (exec, code, output follow, file transfers, stdin, wait) one "
 	  "organisation may have at once (429 beyond); each also counts as a request; about a "
 	  "quarter of api_children (sbx-admin org limits overrides it per organisation)" },
+	{ "api_auth_cache_seconds", SBX_ST_SECS, "10", 0, 300, R, API,
+	  "how long an API process may answer from its cache of key -> organisation without asking "
+	  "Postgres again (0: ask on every request); a revoked key or changed organisation is "
+	  "dropped from every cache at once through LISTEN sbx_auth, this is the bound if that "
+	  "notification is missed" },
 	{ "api_body_min_rate", SBX_ST_BYTES, "4096", 0, 1073741824, R, API,
 	  "slowest average rate, in bytes per second of waiting for the client, at which a streamed "
 	  "request body (file upload, stdin) may arrive once api_body_grace has passed (408 "
