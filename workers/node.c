@@ -37,6 +37,7 @@
 #include "roles.h"
 #include "sandbox.h"
 #include "sandbox_state.h"
+#include "volume.h"
 #include "node_int.h"
 
 struct sb *sb_find(struct node *n, const char *id)
@@ -85,7 +86,7 @@ static void send_reply(struct node *n, const char *reply_to, const char *corr, j
 /* ---- the processes that do the slow work ---- */
 
 static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
-		    const sbx_mq_msg *m, const char *reason)
+		    const sbx_mq_msg *m, const char *reason, int volume_gb)
 {
 	int p[2];
 	pid_t pid;
@@ -122,6 +123,17 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 		signal(SIGINT, SIG_DFL);
 		if (kind == OP_START)
 			r = sandbox_start(&n->sc, spec, &err);
+		else if (kind == OP_VOLUME_CREATE)
+			r = volume_create(&n->sc, id, volume_gb, &err);
+		else if (kind == OP_VOLUME_DELETE)
+			r = volume_delete(&n->sc, id, &err);
+		else if (kind == OP_PAUSE) {
+			long long bytes = 0;
+			r = sandbox_pause(&n->sc, id, &bytes, &err);
+			if (r == 0)
+				log_info("sandbox %s: checkpoint of %lld bytes on disk", id, bytes);
+		} else if (kind == OP_RESUME)
+			r = sandbox_resume(&n->sc, id, &err);
 		else
 			r = sandbox_destroy(&n->sc, id, &err);
 		len = snprintf(line, sizeof(line), "%s%s%s\n", r < 0 ? "ERR " : "OK", r < 0 ? "" : "",
@@ -137,6 +149,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 		return -1; /* the child finishes; the orphan pass settles it */
 	}
 	o->kind = kind;
+	o->volume_gb = volume_gb;
 	o->pid = pid;
 	o->fd = p[0];
 	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
@@ -171,10 +184,22 @@ static void op_done(struct node *n, struct op *o)
 	snprintf(msg, sizeof(msg), "%.*s", (int)(o->len > 4 ? o->len - 4 : 0), o->buf + 4);
 	msg[strcspn(msg, "\n")] = 0;
 	if (!ok && !msg[0])
-		snprintf(msg, sizeof(msg), "%s process died (status %d)", o->kind == OP_START ? "start" : "destroy",
-			 st);
+		snprintf(msg, sizeof(msg), "%s process died (status %d)",
+			 o->kind == OP_START ? "start" : o->kind == OP_DESTROY ? "destroy" : "volume", st);
 	sbx_log_set_request_id(o->req_id);
-	if (o->kind == OP_START) {
+	if (o->kind == OP_PAUSE || o->kind == OP_RESUME) {
+		pause_done(n, o, ok, msg);
+	} else if (o->kind == OP_VOLUME_CREATE || o->kind == OP_VOLUME_DELETE) {
+		const char *what = o->kind == OP_VOLUME_CREATE ? "create" : "delete";
+		if (ok)
+			log_info("volume %s: %sd", o->id, what);
+		else
+			log_warnx("volume %s: %s failed: %s", o->id, what, msg);
+		if (o->reply)
+			send_reply(n, o->reply_to, o->corr,
+				   ok ? sbx_reply_ok()
+				      : sbx_reply_fail(strstr(msg, "still mounted") ? "volume_in_use" : NULL, msg));
+	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
 			log_info("sandbox %s: started", o->id);
@@ -231,6 +256,16 @@ static void op_read(struct node *n, struct op *o)
 	free(o);
 }
 
+int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m)
+{
+	return op_spawn(n, kind, id, NULL, m, NULL, 0);
+}
+
+void node_reply(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	send_reply(n, m->reply_to, m->correlation_id, body);
+}
+
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
 {
 	struct sb *s = sb_find(n, id);
@@ -249,13 +284,21 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
+	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME)) {
+		/* let the pause or resume end, then take it down */
+		if (s)
+			s->destroy_after_start = true;
+		if (m)
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+		return;
+	}
 	/* relay: its ops end now */
 	relay_sandbox_gone(n->relay, id, "not_ready", "the sandbox is being destroyed");
 	if (!s)
 		s = sb_add(n, id, SB_DESTROYING, 0, 0);
 	else
 		s->st = SB_DESTROYING;
-	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason) < 0) {
+	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason, 0) < 0) {
 		if (s)
 			s->st = SB_READY;
 		if (m)
@@ -277,12 +320,50 @@ static long long mem_total_mb(void)
 	return kb / 1024;
 }
 
+static int admit_disk(struct node *n, long long promised_disk, int disk, char *why, size_t whysz)
+{
+	struct statvfs vs;
+
+	/* sparse images: what they may still grow into must fit the free disk */
+	if (statvfs(n->sc.state_dir, &vs) == 0) {
+		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
+		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
+			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Volumes live long and grow into what they were promised: every volume's
+ * full size, with the new one, must fit what the node has for them (its
+ * free disk plus what their images hold already) times the overcommit. */
+static int admit_volume(struct node *n, int gb, char *why, size_t whysz)
+{
+	long long used_gb = 0, promised = volume_promised_gb(&n->sc, &used_gb);
+	struct statvfs vs;
+
+	if (statvfs(n->sc.state_dir, &vs) < 0) {
+		snprintf(why, whysz, "no capacity: cannot read the node's free disk");
+		return -1;
+	}
+	long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
+	long long budget = (free_gb + used_gb) * sbx_cfg_int(n->cfg, "node_disk_overcommit") / 100;
+	if (promised + gb > budget) {
+		snprintf(why, whysz,
+			 "no capacity: a %d GB volume does not fit the node's disk budget (%lld GB promised to volumes "
+			 "of %lld GB)",
+			 gb, promised, budget);
+		return -1;
+	}
+	return 0;
+}
+
 static int admit(struct node *n, int mem, int disk, char *why, size_t whysz)
 {
 	long long mem_cap = sbx_cfg_int(n->cfg, "node_memory_mb");
 	long long used_mem = 0, promised_disk = 0;
 	int count = 0;
-	struct statvfs vs;
 
 	if (!mem_cap)
 		mem_cap = mem_total_mb();
@@ -303,15 +384,7 @@ static int admit(struct node *n, int mem, int disk, char *why, size_t whysz)
 		snprintf(why, whysz, "no capacity: %lld MB of %lld MB of sandbox memory are promised", used_mem, mem_cap);
 		return -1;
 	}
-	/* sparse images: what they may still grow into must fit the free disk */
-	if (statvfs(n->sc.state_dir, &vs) == 0) {
-		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
-		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
-			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
-			return -1;
-		}
-	}
-	return 0;
+	return admit_disk(n, promised_disk, disk, why, whysz);
 }
 
 /* ---- messages ---- */
@@ -324,9 +397,9 @@ bool template_name_ok(const char *s)
 
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
-	const char *id, *tmpl;
-	int cpu, mem, disk;
-	json_t *env;
+	const char *id, *tmpl, *vid = NULL, *mpath = NULL;
+	int cpu, mem, disk, vgb = 0, vcreate = 0;
+	json_t *env, *vol = NULL;
 	json_error_t jerr;
 	char why[300];
 	struct sandbox_spec spec;
@@ -336,10 +409,15 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	json_t *v;
 	cleanup_free char *envbuf = NULL;
 
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &id, "template",
-			   &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env) < 0 ||
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o, s?o}", "sandbox_id", &id,
+			   "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env, "volume",
+			   &vol) < 0 ||
+	    (vol && json_unpack_ex(vol, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "id", &vid, "mount_path", &mpath,
+				   "size_gb", &vgb, "create", &vcreate) < 0) ||
 	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
-	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
+	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env) ||
+	    (vol && (!sbx_id_valid(vid) || mpath[0] != '/' || strlen(mpath) > 200 || strstr(mpath, "/..") ||
+		     vgb < 1 || vgb > 100000))) {
 		log_warnx("rejecting a malformed start request: %s", jerr.text);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
@@ -368,7 +446,8 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			return;
 		}
 	}
-	if (admit(n, mem, disk, why, sizeof(why)) < 0) {
+	if (admit(n, mem, disk, why, sizeof(why)) < 0 ||
+	    (vid && vcreate && admit_volume(n, vgb, why, sizeof(why)) < 0)) {
 		log_warnx("sandbox %s: %s", id, why);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
 		return;
@@ -401,7 +480,11 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.memory_mb = mem;
 	spec.disk_gb = disk;
 	spec.env = envv;
-	if (!sb_add(n, id, SB_STARTING, mem, disk) || op_spawn(n, OP_START, id, &spec, m, NULL) < 0) {
+	spec.volume_id = vid;
+	spec.mount_path = mpath;
+	spec.volume_gb = vgb;
+	spec.volume_create = vcreate;
+	if (!sb_add(n, id, SB_STARTING, mem, disk) || op_spawn(n, OP_START, id, &spec, m, NULL, 0) < 0) {
 		struct sb *s = sb_find(n, id);
 		if (s)
 			s->st = SB_FREE;
@@ -411,6 +494,39 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
 	}
 	free(envv);
+}
+
+/* volume.create {volume_id, size_gb} (admitted against the node's disk
+ * first) and volume.delete {volume_id}: made in a short-lived process,
+ * answered when it ends. */
+static void on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body)
+{
+	const char *vid = NULL;
+	int gb = 0;
+	json_error_t jerr;
+	char why[300];
+	int r = kind == SBX_MSG_VOLUME_CREATE
+			? json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:i}", "volume_id", &vid, "size_gb", &gb)
+			: json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "volume_id", &vid);
+
+	if (r < 0 || !sbx_id_valid(vid) || (kind == SBX_MSG_VOLUME_CREATE && (gb < 1 || gb > 100000))) {
+		log_warnx("rejecting a malformed %s request", sbx_msg_name(kind));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed volume request"));
+		return;
+	}
+	if (node_op_find(n, vid)) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("busy", "another change to this volume is in flight on the node"));
+		return;
+	}
+	if (kind == SBX_MSG_VOLUME_CREATE && admit_volume(n, gb, why, sizeof(why)) < 0) {
+		log_warnx("volume %s: %s", vid, why);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
+		return;
+	}
+	if (op_spawn(n, kind == SBX_MSG_VOLUME_CREATE ? OP_VOLUME_CREATE : OP_VOLUME_DELETE, vid, NULL, m, NULL, gb) < 0)
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 }
 
 static void on_message(struct node *n, const sbx_mq_msg *m)
@@ -445,6 +561,14 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 			destroy_local(n, id, m, "asked");
 		}
 		break;
+	case SBX_MSG_VOLUME_CREATE:
+	case SBX_MSG_VOLUME_DELETE:
+		on_volume(n, m, kind, body);
+		break;
+	case SBX_MSG_PAUSE:
+	case SBX_MSG_RESUME:
+		on_pause(n, m, kind, body);
+		break;
 	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
@@ -472,7 +596,12 @@ static int relay_state(void *ctx, const char *id, char *why, size_t whysz)
 		return -1;
 	if (s->st == SB_READY)
 		return 1;
-	snprintf(why, whysz, "%s", s->st == SB_STARTING ? "starting" : "being destroyed");
+	snprintf(why, whysz, "%s",
+		 s->st == SB_STARTING	? "starting"
+		 : s->st == SB_PAUSING	? "pausing"
+		 : s->st == SB_PAUSED	? "paused"
+		 : s->st == SB_RESUMING ? "resuming"
+					: "being destroyed");
 	return 0;
 }
 
@@ -677,6 +806,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		if (now >= n->next_orphans && !sbx_child_stop) {
 			node_register(n);
 			reap_orphans(n, n->next_orphans == 0);
+			reap_volumes(n);
+			settle_pauses(n, n->next_orphans == 0);
 			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
 		}
 		if (now >= n->next_liveness) {

@@ -162,7 +162,11 @@ void reap_orphans(struct node *n, bool at_start)
 		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
 		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
 		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
-			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
+			/* a paused sandbox has no sentry: never the liveness check's */
+			int sst = sbx_sb_status_parse(st);
+			enum sb_state ns = sst == SBX_SB_PAUSED ? SB_PAUSED : sst == SBX_SB_PAUSING ? SB_PAUSING
+					   : sst == SBX_SB_RESUMING ? SB_RESUMING : SB_READY;
+			if (!s && sb_add(n, id, ns, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
 				log_info("sandbox %s: adopted (%s)", id, st);
 			continue;
 		}
