@@ -17,7 +17,9 @@
 #    stopped at the armed fault point pause-checkpoint: the channel closed,
 #    the checkpoint not begun): the restarted agent settles the record to
 #    ready, the channel works again, the process never stopped, and the next
-#    pause works;
+#    pause works; and in the middle of a resume (stopped at resume-restore):
+#    the record goes back to paused, the checkpoint kept, and the next
+#    resume brings the same process back;
 #  - a sandbox paused longer than paused_limit is destroyed by the reaper
 #    with destroy_reason paused_too_long, and nothing is left on the node.
 . "$(dirname "$0")/lib.sh"
@@ -25,7 +27,7 @@
 t_require --root "runsc" runsc jq
 require_stack
 t_on_exit sb_cleanup
-rm -f "$SB_STATE/faults/pause-checkpoint".*
+rm -f "$SB_STATE/faults/pause-checkpoint".* "$SB_STATE/faults/resume-restore".*
 
 REAPER_INTERVAL=$(conf_get reaper_interval)
 : "${REAPER_INTERVAL:=10}"
@@ -138,6 +140,33 @@ ok "[ '${c3##* }' -gt '${n2:-0}' ]" "and still counting (${c3##* })"
 req nginx POST "/sandboxes/$ID/pause"
 is "$STATUS" 200 "the next pause is taken on"
 ok 'wait_status "$ID" paused' "and done"
+
+# ---- the node agent killed in the middle of a resume --------------------------------
+T_SECTION=crash-resume
+rm -f "$SB_STATE/faults/resume-restore".*
+touch "$SB_STATE/faults/resume-restore.armed"
+req nginx POST "/sandboxes/$ID/resume"
+is "$STATUS" 200 "a resume is taken on"
+pidf=""
+wait_until 20 test -s "$SB_STATE/faults/resume-restore.$ID.pid" && pidf=$SB_STATE/faults/resume-restore.$ID.pid
+rm -f "$SB_STATE/faults/resume-restore.armed"
+ok "[ -n '$pidf' ]" "its process stopped at resume-restore (before the restore)"
+is "$(sb_db "$ID" status)" resuming "the record says resuming"
+node_old=$(worker_pid node)
+mark=$(log_mark)
+kill -KILL "$node_old" 2> /dev/null
+ok "[ -n '$node_old' ]" "the node agent (pid $node_old) is SIGKILLed there"
+rm -f "$SB_STATE/faults/resume-restore".*
+wait_until 60 sb_status_is "$ID" paused
+is "$(sb_db "$ID" status)" paused "the restarted node agent settles it back to paused (the checkpoint is kept)"
+wait_until 30 node_consuming_since "$mark"
+req nginx POST "/sandboxes/$ID/resume"
+is "$STATUS" 200 "the next resume is taken on"
+ok 'wait_status "$ID" ready' "and done"
+c4=$(counter "$ID")
+is "${c4%% *}" "$tok0" "the same process, from the checkpoint"
+req nginx POST "/sandboxes/$ID/pause"
+ok 'wait_status "$ID" paused' "paused again"
 
 # ---- paused too long ---------------------------------------------------------------------
 T_SECTION=paused-too-long
