@@ -28,7 +28,7 @@ static const struct host_run_opts tool_opts = HOST_RUN_OPTS("sandbox");
 
 /* Attaches img to a free loop device with autoclear (it detaches itself when
  * the last user, the mount, goes) and mounts it at mnt. */
-static int loop_mount(const char *img, const char *mnt, sbx_err *err)
+int disk_loop_mount(const char *img, const char *mnt, sbx_err *err)
 {
 	cleanup_close int ctl = -1, file = -1;
 	char dev[64];
@@ -340,7 +340,7 @@ int disk_make(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_e
 		return -1;
 	if (mkdir(p->disk_mnt, 0700) < 0)
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p->disk_mnt);
-	if (loop_mount(p->disk_img, p->disk_mnt, err) < 0)
+	if (disk_loop_mount(p->disk_img, p->disk_mnt, err) < 0)
 		return -1;
 	snprintf(up, sizeof(up), "%s/upper", p->disk_mnt);
 	if (mkdir(up, 0755) < 0)

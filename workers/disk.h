@@ -17,6 +17,11 @@ int disk_make(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_e
  * points of the bundle's binds made in it (sbx-init's only with_init). */
 int disk_make_rootfs(const struct sandbox_paths *p, const char *lower, bool with_init, sbx_err *err);
 
+/* Attaches img to a free loop device with autoclear (it detaches itself
+ * when its last user, the mount, goes) and mounts the ext4 on it at mnt
+ * (nosuid, nodev, noatime). Also volume.c's. */
+int disk_loop_mount(const char *img, const char *mnt, sbx_err *err);
+
 /* Mount points at or below dir in our namespace, deepest first; free with
  * host_strv_free. < 0 when mountinfo cannot be read. */
 int disk_mounts_under(const char *dir, char ***out, size_t *n);

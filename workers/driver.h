@@ -7,6 +7,7 @@
 #define SBX_WORKER_DRIVER_H
 
 #include <libpq-fe.h>
+#include <stdbool.h>
 #include "db.h"
 #include "err.h"
 #include "id.h"
@@ -21,6 +22,12 @@ struct sandbox_rec {
 	char node_id[256];
 	int cpu, memory_mb, disk_gb;
 	char *env_json; /* {"K":"V",...}, malloc'd */
+	/* its attached volume ("" none): id, where inside, size, and whether
+	 * this sandbox made it (persistent: true), so its node makes the image */
+	char volume_id[SBX_ID_LEN + 1];
+	char mount_path[256];
+	int volume_gb;
+	bool volume_create;
 };
 
 struct placement {

@@ -18,8 +18,10 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 
 	memset(out, 0, sizeof(*out));
 	if (sbx_db_query(db, &r, err,
-			 "SELECT id, template, coalesce(node_id, ''), cpu, memory_mb, disk_gb, env::text, status, placement_id "
-			 "FROM sandboxes WHERE id = $1",
+			 "SELECT s.id, s.template, coalesce(s.node_id, ''), s.cpu, s.memory_mb, s.disk_gb, s.env::text, "
+			 "s.status, coalesce(v.id, ''), coalesce(s.mount_path, ''), coalesce(v.size_gb, 0), "
+			 "coalesce(v.created_for = s.id, false), s.placement_id "
+			 "FROM sandboxes s LEFT JOIN volumes v ON v.attached_sandbox_id = s.id WHERE s.id = $1",
 			 1, id) < 0)
 		return -1;
 	if (PQntuples(r) != 1)
@@ -30,10 +32,14 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	out->cpu = atoi(PQgetvalue(r, 0, 3));
 	out->memory_mb = atoi(PQgetvalue(r, 0, 4));
 	out->disk_gb = atoi(PQgetvalue(r, 0, 5));
-	snprintf(out->placement_id, sizeof(out->placement_id), "%s", PQgetvalue(r, 0, 8));
+	snprintf(out->placement_id, sizeof(out->placement_id), "%s", PQgetvalue(r, 0, 12));
 	out->env_json = strdup(PQgetvalue(r, 0, 6));
 	if (status)
 		snprintf(status, stsz, "%s", PQgetvalue(r, 0, 7));
+	snprintf(out->volume_id, sizeof(out->volume_id), "%s", PQgetvalue(r, 0, 8));
+	snprintf(out->mount_path, sizeof(out->mount_path), "%s", PQgetvalue(r, 0, 9));
+	out->volume_gb = atoi(PQgetvalue(r, 0, 10));
+	out->volume_create = PQgetvalue(r, 0, 11)[0] == 't';
 	return out->env_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
 }
 
@@ -90,6 +96,11 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "placement_id", s->placement_id,
 			 "template", s->template, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env",
 			 env ? env : json_object());
+	if (body && s->volume_id[0])
+		json_object_set_new(body, "volume",
+				    json_pack("{s:s, s:s, s:i, s:b}", "id", s->volume_id, "mount_path",
+					      s->mount_path[0] ? s->mount_path : "/workspace", "size_gb", s->volume_gb,
+					      "create", s->volume_create));
 	/* less than the API waits, so a node that does not answer is reported, not guessed */
 	if (node_call(d, node, SBX_MSG_START, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, extra, &rep,
 		      err) < 0)

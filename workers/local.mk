@@ -7,6 +7,8 @@ workers_libsbxnode_a_SOURCES = \
 	workers/disk.c workers/disk.h \
 	workers/runsc.c workers/runsc.h \
 	workers/oci.c workers/oci.h \
+	workers/volume.c workers/volume.h \
+	workers/pause.c \
 	workers/sandbox.c workers/sandbox.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 
@@ -14,7 +16,8 @@ SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
-	workers/node.c workers/node_int.h workers/node_health.c workers/pool.c workers/reaper.c
+	workers/node.c workers/node_int.h workers/node_health.c workers/node_volume.c workers/node_pause.c \
+	workers/pool.c workers/reaper.c
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 

@@ -37,6 +37,7 @@
 #include "roles.h"
 #include "sandbox.h"
 #include "sandbox_state.h"
+#include "volume.h"
 #include "node_int.h"
 
 struct sb *sb_find(struct node *n, const char *id)
@@ -87,7 +88,7 @@ void node_reply(struct node *n, const char *reply_to, const char *corr, json_t *
 #define send_reply node_reply
 
 static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
-		    const sbx_mq_msg *m, const char *reason, bool pool)
+		    const sbx_mq_msg *m, const char *reason, bool pool, int volume_gb)
 {
 	int p[2];
 	pid_t pid;
@@ -127,6 +128,17 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 			struct sandbox_node_cfg c = n->sc;
 			c.fault_points = c.fault_points && !pool;
 			r = sandbox_start(&c, spec, &err);
+		} else if (kind == OP_VOLUME_CREATE) {
+			r = volume_create(&n->sc, id, volume_gb, &err);
+		} else if (kind == OP_VOLUME_DELETE) {
+			r = volume_delete(&n->sc, id, &err);
+		} else if (kind == OP_PAUSE) {
+			long long bytes = 0;
+			r = sandbox_pause(&n->sc, id, &bytes, &err);
+			if (r == 0)
+				log_info("placement %s: checkpoint of %lld bytes on disk", id, bytes);
+		} else if (kind == OP_RESUME) {
+			r = sandbox_resume(&n->sc, id, &err);
 		} else {
 			r = sandbox_destroy(&n->sc, id, &err);
 		}
@@ -144,6 +156,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	}
 	o->kind = kind;
 	o->pool = pool;
+	o->volume_gb = volume_gb;
 	o->pid = pid;
 	o->fd = p[0];
 	snprintf(o->reason, sizeof(o->reason), "%s", reason ? reason : "");
@@ -178,12 +191,24 @@ static void op_done(struct node *n, struct op *o)
 	snprintf(msg, sizeof(msg), "%.*s", (int)(o->len > 4 ? o->len - 4 : 0), o->buf + 4);
 	msg[strcspn(msg, "\n")] = 0;
 	if (!ok && !msg[0])
-		snprintf(msg, sizeof(msg), "%s process died (status %d)", o->kind == OP_START ? "start" : "destroy",
-			 st);
+		snprintf(msg, sizeof(msg), "%s process died (status %d)",
+			 o->kind == OP_START ? "start" : o->kind == OP_DESTROY ? "destroy" : "volume", st);
 	sbx_log_set_request_id(o->req_id);
 	if (o->kind == OP_START && o->pool) {
 		if (s)
 			pool_started(n, s, ok, msg);
+	} else if (o->kind == OP_PAUSE || o->kind == OP_RESUME) {
+		pause_done(n, o, ok, msg);
+	} else if (o->kind == OP_VOLUME_CREATE || o->kind == OP_VOLUME_DELETE) {
+		const char *what = o->kind == OP_VOLUME_CREATE ? "create" : "delete";
+		if (ok)
+			log_info("volume %s: %sd", o->id, what);
+		else
+			log_warnx("volume %s: %s failed: %s", o->id, what, msg);
+		if (o->reply)
+			send_reply(n, o->reply_to, o->corr,
+				   ok ? sbx_reply_ok()
+				      : sbx_reply_fail(strstr(msg, "still mounted") ? "volume_in_use" : NULL, msg));
 	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
@@ -244,7 +269,17 @@ static void op_read(struct node *n, struct op *o)
 
 int node_start_op(struct node *n, const struct sandbox_spec *spec, const sbx_mq_msg *m, bool pool)
 {
-	return op_spawn(n, OP_START, spec->id, spec, m, NULL, pool);
+	return op_spawn(n, OP_START, spec->id, spec, m, NULL, pool, 0);
+}
+
+int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m)
+{
+	return op_spawn(n, kind, id, NULL, m, NULL, false, 0);
+}
+
+void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	node_reply(n, m->reply_to, m->correlation_id, body);
 }
 
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
@@ -265,6 +300,14 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
+	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME)) {
+		/* let the pause or resume end, then take it down */
+		if (s)
+			s->destroy_after_start = true;
+		if (m)
+			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+		return;
+	}
 	/* relay: its ops end now */
 	relay_sandbox_gone(n->relay, id, "not_ready", "the sandbox is being destroyed");
 	if (!s)
@@ -273,7 +316,7 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 		s->st = SB_DESTROYING;
 	if (s && s->pool)
 		pool_forget(n, s);
-	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason, false) < 0) {
+	if (op_spawn(n, OP_DESTROY, id, NULL, m, reason, false, 0) < 0) {
 		if (s)
 			s->st = SB_READY;
 		if (m)
@@ -295,6 +338,45 @@ static long long mem_total_mb(void)
 	return kb / 1024;
 }
 
+static int admit_disk(struct node *n, long long promised_disk, int disk, char *why, size_t whysz)
+{
+	struct statvfs vs;
+
+	/* sparse images: what they may still grow into must fit the free disk */
+	if (statvfs(n->sc.state_dir, &vs) == 0) {
+		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
+		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
+			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Volumes live long and grow into what they were promised: every volume's
+ * full size, with the new one, must fit what the node has for them (its
+ * free disk plus what their images hold already) times the overcommit. */
+static int admit_volume(struct node *n, int gb, char *why, size_t whysz)
+{
+	long long used_gb = 0, promised = volume_promised_gb(&n->sc, &used_gb);
+	struct statvfs vs;
+
+	if (statvfs(n->sc.state_dir, &vs) < 0) {
+		snprintf(why, whysz, "no capacity: cannot read the node's free disk");
+		return -1;
+	}
+	long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
+	long long budget = (free_gb + used_gb) * sbx_cfg_int(n->cfg, "node_disk_overcommit") / 100;
+	if (promised + gb > budget) {
+		snprintf(why, whysz,
+			 "no capacity: a %d GB volume does not fit the node's disk budget (%lld GB promised to volumes "
+			 "of %lld GB)",
+			 gb, promised, budget);
+		return -1;
+	}
+	return 0;
+}
+
 long long node_mem_cap(struct node *n)
 {
 	long long mem_cap = sbx_cfg_int(n->cfg, "node_memory_mb");
@@ -309,7 +391,6 @@ int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, si
 	long long mem_cap = node_mem_cap(n);
 	long long used_mem = 0, promised_disk = 0;
 	int count = 0;
-	struct statvfs vs;
 
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
 		struct sb *s = &n->sbs[i];
@@ -331,15 +412,7 @@ int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, si
 		snprintf(why, whysz, "no capacity: %lld MB of %lld MB of sandbox memory are promised", used_mem, mem_cap);
 		return -1;
 	}
-	/* sparse images: what they may still grow into must fit the free disk */
-	if (statvfs(n->sc.state_dir, &vs) == 0) {
-		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
-		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
-			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
-			return -1;
-		}
-	}
-	return 0;
+	return admit_disk(n, promised_disk, disk, why, whysz);
 }
 
 /* ---- messages ---- */
@@ -352,9 +425,9 @@ bool template_name_ok(const char *s)
 
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
-	const char *id, *sid, *tmpl;
-	int cpu, mem, disk;
-	json_t *env;
+	const char *id, *sid, *tmpl, *vid = NULL, *mpath = NULL;
+	int cpu, mem, disk, vgb = 0, vcreate = 0;
+	json_t *env, *vol = NULL;
 	json_error_t jerr;
 	char why[300];
 	struct sandbox_spec spec;
@@ -365,11 +438,15 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	cleanup_free char *envbuf = NULL;
 
 	/* id: the placement, which names everything of it here; sid: its record */
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &sid,
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o}", "sandbox_id", &sid,
 			   "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
-			   "env", &env) < 0 ||
+			   "env", &env, "volume", &vol) < 0 ||
+	    (vol && json_unpack_ex(vol, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "id", &vid, "mount_path", &mpath,
+				   "size_gb", &vgb, "create", &vcreate) < 0) ||
 	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
-	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
+	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env) ||
+	    (vol && (!sbx_id_valid(vid) || mpath[0] != '/' || strlen(mpath) > 200 || strstr(mpath, "/..") ||
+		     vgb < 1 || vgb > 100000))) {
 		log_warnx("rejecting a malformed start request: %s", jerr.text);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
@@ -406,10 +483,12 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			return;
 		}
 	}
-	/* warm: a member that matches is handed over, and answers at once */
-	if (pool_take(n, m, sid, tmpl, cpu, mem, disk))
+	/* warm: a member that matches is handed over, and answers at once
+	 * (never to a create with a volume: a member has none mounted) */
+	if (!vol && pool_take(n, m, sid, tmpl, cpu, mem, disk))
 		return;
-	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0) {
+	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0 ||
+	    (vid && vcreate && admit_volume(n, vgb, why, sizeof(why)) < 0)) {
 		log_warnx("sandbox %s: %s", sid, why);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
 		return;
@@ -442,6 +521,10 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.memory_mb = mem;
 	spec.disk_gb = disk;
 	spec.env = envv;
+	spec.volume_id = vid;
+	spec.mount_path = mpath;
+	spec.volume_gb = vgb;
+	spec.volume_create = vcreate;
 	{
 		struct sb *s = sb_add(n, id, SB_STARTING, mem, disk);
 		if (s)
@@ -457,6 +540,40 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		}
 	}
 	free(envv);
+}
+
+/* volume.create {volume_id, size_gb} (admitted against the node's disk
+ * first) and volume.delete {volume_id}: made in a short-lived process,
+ * answered when it ends. */
+static void on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body)
+{
+	const char *vid = NULL;
+	int gb = 0;
+	json_error_t jerr;
+	char why[300];
+	int r = kind == SBX_MSG_VOLUME_CREATE
+			? json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:i}", "volume_id", &vid, "size_gb", &gb)
+			: json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "volume_id", &vid);
+
+	if (r < 0 || !sbx_id_valid(vid) || (kind == SBX_MSG_VOLUME_CREATE && (gb < 1 || gb > 100000))) {
+		log_warnx("rejecting a malformed %s request", sbx_msg_name(kind));
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed volume request"));
+		return;
+	}
+	if (node_op_find(n, vid)) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("busy", "another change to this volume is in flight on the node"));
+		return;
+	}
+	if (kind == SBX_MSG_VOLUME_CREATE && admit_volume(n, gb, why, sizeof(why)) < 0) {
+		log_warnx("volume %s: %s", vid, why);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
+		return;
+	}
+	if (op_spawn(n, kind == SBX_MSG_VOLUME_CREATE ? OP_VOLUME_CREATE : OP_VOLUME_DELETE, vid, NULL, m, NULL, false,
+		     gb) < 0)
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 }
 
 static void on_message(struct node *n, const sbx_mq_msg *m)
@@ -503,6 +620,14 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 		}
 		break;
 	}
+	case SBX_MSG_VOLUME_CREATE:
+	case SBX_MSG_VOLUME_DELETE:
+		on_volume(n, m, kind, body);
+		break;
+	case SBX_MSG_PAUSE:
+	case SBX_MSG_RESUME:
+		on_pause(n, m, kind, body);
+		break;
 	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
@@ -532,7 +657,12 @@ static int relay_state(void *ctx, const char *id, const char *sandbox_id, char *
 		return -1;
 	if (s->st == SB_READY)
 		return 1;
-	snprintf(why, whysz, "%s", s->st == SB_STARTING ? "starting" : "being destroyed");
+	snprintf(why, whysz, "%s",
+		 s->st == SB_STARTING	? "starting"
+		 : s->st == SB_PAUSING	? "pausing"
+		 : s->st == SB_PAUSED	? "paused"
+		 : s->st == SB_RESUMING ? "resuming"
+					: "being destroyed");
 	return 0;
 }
 
@@ -737,6 +867,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		if (now >= n->next_orphans && !sbx_child_stop) {
 			node_register(n);
 			reap_orphans(n, n->next_orphans == 0);
+			reap_volumes(n);
+			settle_pauses(n, n->next_orphans == 0);
 			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
 		}
 		if (now >= n->next_liveness) {

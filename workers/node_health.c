@@ -175,8 +175,12 @@ void reap_orphans(struct node *n, bool at_start)
 			const char *rid = PQgetvalue(r, k, 0), *rst = PQgetvalue(r, k, 1);
 			if (!strcmp(PQgetvalue(r, k, 5), id) && sbx_sb_on_node(sbx_sb_status_parse(rst)) &&
 			    !strcmp(PQgetvalue(r, k, 4), n->node_id)) {
+				/* a paused sandbox has no sentry: never the liveness check's */
+				int sst = sbx_sb_status_parse(rst);
+				enum sb_state ns = sst == SBX_SB_PAUSED ? SB_PAUSED : sst == SBX_SB_PAUSING ? SB_PAUSING
+						   : sst == SBX_SB_RESUMING ? SB_RESUMING : SB_READY;
 				keep = true;
-				if (!s && (s = sb_add(n, id, SB_READY, atoi(PQgetvalue(r, k, 2)), atoi(PQgetvalue(r, k, 3))))) {
+				if (!s && (s = sb_add(n, id, ns, atoi(PQgetvalue(r, k, 2)), atoi(PQgetvalue(r, k, 3))))) {
 					snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", rid);
 					log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
 				}

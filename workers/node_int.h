@@ -9,6 +9,8 @@
 #include "db.h"
 #include "id.h"
 #include "mq.h"
+#include "msg.h"
+#include <jansson.h>
 #include "net.h"
 #include "relay.h"
 #include "sandbox.h"
@@ -17,8 +19,9 @@
 #define MAX_SANDBOXES 4096
 #define LIVENESS_MS 2000
 
-/* SB_POOL: a warm pool member, started and waiting for a create (pool.c) */
-enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING, SB_POOL };
+/* SB_POOL: a warm pool member, started and waiting for a create (pool.c);
+ * SB_PAUSING/PAUSED/RESUMING: node_pause.c */
+enum sb_state { SB_FREE = 0, SB_STARTING, SB_READY, SB_DESTROYING, SB_POOL, SB_PAUSING, SB_PAUSED, SB_RESUMING };
 
 /* One sandbox on this node, named by its placement id (its state directory,
  * runsc container, netns...); sandbox_id is the record it serves ("" for a
@@ -40,7 +43,7 @@ struct sb {
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
 };
 
-enum op_kind { OP_START, OP_DESTROY };
+enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME };
 
 struct op {
 	struct op *next;
@@ -57,6 +60,7 @@ struct op {
 	                          * caller's string is often on its stack */
 	bool reaped;             /* its status came through the general reap */
 	int status;
+	int volume_gb;           /* OP_VOLUME_CREATE: its size */
 };
 
 struct node {
@@ -87,6 +91,11 @@ struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int
 struct op *node_op_find(struct node *n, const char *id);
 /* A name a template directory may have. */
 bool template_name_ok(const char *s);
+/* Runs kind (OP_PAUSE, OP_RESUME, ...) for id in a short-lived process;
+ * m: the request to answer when it ends (NULL: none). */
+int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m);
+/* Answers a control request now. */
+void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen */);
 /* Destroys a sandbox in a short-lived process; m: the request to answer
  * (NULL: nobody waits), reason: for the logs. */
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);
@@ -133,5 +142,16 @@ void check_liveness(struct node *n);
 void reap_orphans(struct node *n, bool at_start);
 /* This node and the templates it has, in the nodes table (heartbeat). */
 void node_register(struct node *n);
+/* node_pause.c: pause and resume requests, their ends, and settling the
+ * records an interrupted pause or resume left in pausing/resuming. */
+void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body);
+/* ok: "OK" from the process; msg: its error otherwise. */
+void pause_done(struct node *n, struct op *o, bool ok, const char *msg);
+/* at_start: every such record of this node; else those older than a pause
+ * or resume can take. */
+void settle_pauses(struct node *n, bool at_start);
+/* Volume images no live record owns (deleted, or never recorded), and
+ * leftovers of interrupted creates, go. */
+void reap_volumes(struct node *n);
 
 #endif

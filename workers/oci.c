@@ -112,6 +112,12 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 	/* on the sandbox's disk: without it gVisor mounts a tmpfs of no size
 	 * at /tmp, and filling it kills the whole sandbox */
 	json_array_append_new(mounts, mount_entry("/tmp", "bind", p->tmp_dir, "rbind,rw,nosuid,nodev"));
+	if (s->volume_id) {
+		/* the volume's ext4, mounted by volume_attach under the sandbox's dir */
+		char vol[600];
+		snprintf(vol, sizeof(vol), "%s/volume", p->dir);
+		json_array_append_new(mounts, mount_entry(s->mount_path, "bind", vol, "rbind,rw,nosuid,nodev"));
+	}
 	if (sandbox_has_init(c))
 		json_array_append_new(mounts, mount_entry(INIT_IN_SANDBOX, "bind", c->init_path, "bind,ro,nosuid,nodev"));
 

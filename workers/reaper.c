@@ -27,7 +27,7 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 	sbx_err err = SBX_ERR_INIT;
 
 	/* 1. expiry: the intent first, with the reason */
-	if (sbx_sandbox_expire(db, &r, &err) < 0) {
+	if (sbx_sandbox_expire(db, sbx_cfg_int(cfg, "paused_limit"), &r, &err) < 0) {
 		log_warnx("reaper: %s", err.msg);
 		return;
 	}

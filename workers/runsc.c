@@ -217,8 +217,10 @@ long runsc_oom_kills(const char *id)
 
 /* ---- start --------------------------------------------------------------- */
 
-int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		const struct sandbox_paths *p, long long deadline, sbx_err *err)
+/* runsc VERB... as a launcher (setsid, a private mount namespace for
+ * --network=sandbox, PID 1's output in console.log), by deadline. */
+static int runsc_launch(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+			long long deadline, const char *verb, const char *extra, sbx_err *err)
 {
 	char logflag[700], pidfile[600], console[600], tail[HOST_TAIL_MAX], bundleflag[600], pidflag[700];
 	const char *argv[24];
@@ -240,11 +242,15 @@ int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
 	ro.launcher = true;
 	ro.out_fd = cfd;
 	ro.timeout_ms = left > 1000 ? (int)left : 1000;
-	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), "run", "--detach",
-		   bundleflag, pidflag, s->id, NULL);
+	if (extra)
+		runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), verb, "--detach", extra,
+			   bundleflag, pidflag, id, NULL);
+	else
+		runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), verb, "--detach", bundleflag,
+			   pidflag, id, NULL);
 	if (host_run(argv, &ro, &o, err) < 0) {
 		host_file_tail(console, tail, sizeof(tail));
-		return sbx_err_ctx(err, "runsc run (%s)", tail);
+		return sbx_err_ctx(err, "runsc %s (%s)", verb, tail);
 	}
 	if (o.status != 0) {
 		host_file_tail(console, tail, sizeof(tail));
@@ -252,9 +258,51 @@ int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
 			snprintf(logflag, sizeof(logflag), "%s/runsc.log", p->dir);
 			host_file_tail(logflag, tail, sizeof(tail));
 		}
-		return sbx_err_set(err, 500, "sandbox", "runsc run exited %d: %s", o.status, tail);
+		return sbx_err_set(err, 500, "sandbox", "runsc %s exited %d: %s", verb, o.status, tail);
 	}
 	return 0;
+}
+
+int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+		const struct sandbox_paths *p, long long deadline, sbx_err *err)
+{
+	return runsc_launch(c, p, s->id, deadline, "run", NULL, err);
+}
+
+int runsc_restore(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		  const char *image_dir, long long deadline, sbx_err *err)
+{
+	char imgflag[700];
+
+	snprintf(imgflag, sizeof(imgflag), "--image-path=%s", image_dir);
+	return runsc_launch(c, p, id, deadline, "restore", imgflag, err);
+}
+
+int runsc_checkpoint(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		     const char *image_dir, int timeout_ms, sbx_err *err)
+{
+	char logflag[700], imgflag[700];
+	const char *argv[24];
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
+
+	snprintf(logflag, sizeof(logflag), "--log=%s/runsc.log", p->dir);
+	snprintf(imgflag, sizeof(imgflag), "--image-path=%s", image_dir);
+	ro.timeout_ms = timeout_ms;
+	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), logflag, sizeof(logflag), "checkpoint", imgflag, id, NULL);
+	return host_run_ok("runsc checkpoint", argv, &ro, &o, err);
+}
+
+int runsc_signal(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, const char *sig,
+		 sbx_err *err)
+{
+	const char *argv[24];
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
+
+	ro.timeout_ms = 10000;
+	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "kill", id, sig, NULL);
+	return host_run_ok("runsc kill", argv, &ro, &o, err);
 }
 
 /* ---- remove -------------------------------------------------------------- */

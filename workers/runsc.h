@@ -18,6 +18,17 @@
  * output in console.log; done by deadline (ms, sbx_now_ms()). */
 int runsc_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
 		const struct sandbox_paths *p, long long deadline, sbx_err *err);
+/* runsc checkpoint into image_dir (the container stops; it stays known
+ * to runsc until removed), within timeout_ms. */
+int runsc_checkpoint(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		     const char *image_dir, int timeout_ms, sbx_err *err);
+/* runsc restore --detach of the bundle from image_dir, launched like
+ * runsc_start (the same sentry pidfile, console.log), done by deadline. */
+int runsc_restore(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+		  const char *image_dir, long long deadline, sbx_err *err);
+/* runsc kill ID SIG: a signal to the container's PID 1. */
+int runsc_signal(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, const char *sig,
+		 sbx_err *err);
 /* runsc delete -force when runsc knows the container, then SIGKILL for
  * any of its processes still alive; < 0 only when some survive or runsc
  * keeps its record. */

@@ -43,6 +43,7 @@
 #include "oci.h"
 #include "runsc.h"
 #include "sandbox.h"
+#include "volume.h"
 
 #define DEFAULT_START_TIMEOUT_MS 30000
 
@@ -305,6 +306,12 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		*err = e2;
 		rc = -1;
 	}
+	/* the volume's image lives elsewhere: wait for its loop too, so the
+	 * next sandbox can mount it */
+	if (volume_detach_wait(c, &p, &e2) < 0 && rc == 0) {
+		*err = e2;
+		rc = -1;
+	}
 	if (net_sandbox_destroy(c->net, id, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
@@ -329,9 +336,10 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 /* A test's fault point: with fault_points on and state_dir/faults/POINT.armed
  * present, the start process writes its pid to faults/POINT.ID.pid and stops
  * itself, so the test kills it at exactly this point instead of racing it.
- * Points: start-dir (the sandbox's directory exists), start-runsc (runsc
- * runs the container). */
-static void fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
+ * Points: start-dir (the sandbox's directory exists), start-volume (its
+ * volume is mounted on the host), start-runsc (runsc runs the container);
+ * pause.c's pause-checkpoint and resume-restore. */
+void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
 {
 	char path[700], pid[24];
 	cleanup_close int fd = -1;
@@ -388,7 +396,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p.dir);
 	}
 
-	fault_point(c, "start-dir", s->id);
+	sandbox_fault_point(c, "start-dir", s->id);
 	step = "intent";
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
@@ -398,6 +406,12 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step = "rootfs";
 	if (disk_make_rootfs(&p, lower, sandbox_has_init(c), err) < 0)
 		goto fail;
+	if (s->volume_id) {
+		step = "volume";
+		if (volume_attach(c, s, &p, err) < 0)
+			goto fail;
+		sandbox_fault_point(c, "start-volume", s->id);
+	}
 	step = "channel";
 	/* chan/ and tmp/ live on the sandbox's disk, so what the sandbox
 	 * writes there counts against its size; /tmp is open to all users */
@@ -416,7 +430,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step = "runsc";
 	if (runsc_start(c, s, &p, deadline, err) < 0)
 		goto fail;
-	fault_point(c, "start-runsc", s->id);
+	sandbox_fault_point(c, "start-runsc", s->id);
 	step = "sbx-init";
 	if (sandbox_has_init(c)) {
 		int fd, left = (int)(deadline - sbx_now_ms());

@@ -19,6 +19,7 @@
  *     chan.key                  the channel key (host only; sbx-init gets it
  *                               in its environment at start: chanauth.h)
  *     rootfs/                   overlay mount the container runs on
+ *     volume.id, volume/        its volume's id and mount (volume.h), if it has one
  *     bundle/config.json        OCI spec
  *     sandbox.pid                the sentry's host pid (runsc --pid-file)
  *     runsc.log, console.log     runsc's log; PID 1's own stdout/stderr
@@ -45,6 +46,14 @@ struct sandbox_spec {
 	int memory_mb;
 	int disk_gb;
 	const char *const *env;   /* NULL-terminated "K=V" (the sandbox's default env) */
+	/* its volume (volume.h), or volume_id NULL: mounted at mount_path
+	 * (absolute, checked by the API, made inside without following
+	 * symlinks); volume_create: a fresh volume of volume_gb GB, made here
+	 * when its image is not there yet (persistent: true) */
+	const char *volume_id;
+	const char *mount_path;
+	int volume_gb;
+	bool volume_create;
 };
 
 struct sandbox_paths {
@@ -96,6 +105,23 @@ int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, s
  * (-1: unknown). gVisor often survives a memory bomb with only the offending
  * process killed: a count that rose during an exec says why it died. */
 long sandbox_oom_kills(const char *id);
+/* A test's fault point (setting fault_points, doc/testing.md): with
+ * state_dir/faults/POINT.armed present, the caller writes its pid to
+ * faults/POINT.ID.pid and stops itself (SIGSTOP). */
+void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id);
+/* Memory pause (pause.c): sbx-init closes its channel (gVisor cannot save a
+ * socket bound to the host), runsc checkpoints the container into
+ * checkpoint/ in its directory and the container is removed; disk, mounts
+ * and network stay. *bytes: the checkpoint's size on disk. On failure the
+ * sandbox runs on when it can (its channel back). Idempotent: a complete
+ * checkpoint is a paused sandbox. */
+int sandbox_pause(const struct sandbox_node_cfg *c, const char *id, long long *bytes, sbx_err *err);
+/* runsc restore from checkpoint/, sbx-init's channel back (SIGUSR2) and its
+ * handshake; then the checkpoint goes. On failure the sandbox stays paused
+ * (the checkpoint is kept; whatever the restore made is removed). */
+int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
+/* 1 when the sandbox holds a complete checkpoint (it is paused), else 0. */
+int sandbox_paused(const struct sandbox_node_cfg *c, const char *id);
 /* Ids with anything left on this node (dir, mounts, loop devices, runsc
  * containers), found by independent listing, for the reaper. Scoped to
  * state_dir: it never returns another node instance's sandbox (so it does

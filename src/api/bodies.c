@@ -33,6 +33,21 @@ static const struct sbx_jfield create_spec[] = {
 };
 BODY(api_create_body, create_spec, NULL);
 
+static const struct sbx_jfield volume_spec[] = {
+	{ "name", SBX_J_STRING, true, 1, 40 },
+	{ "sizeGB", SBX_J_INT, true, 1, 100000 },
+	{ "region", SBX_J_STRING, false, 1, 64 },
+	{ "type", SBX_J_STRING, false, 1, 16 },
+	/* may be null (the SDKs send it so) */
+	{ "teamId", SBX_J_STRING, false, 1, 64 },
+};
+BODY(api_volume_body, volume_spec, NULL);
+
+static const struct sbx_jfield timeout_spec[] = {
+	{ "timeout", SBX_J_INT, true, 60, 86400 },
+};
+BODY(api_timeout_body, timeout_spec, NULL);
+
 static const struct sbx_jfield specs_spec[] = {
 	{ "cpu", SBX_J_INT, false, 1, 2000 },
 	{ "memory", SBX_J_INT, false, 1, 1048576 },

@@ -14,6 +14,7 @@
 #include "json.h"
 #include "log.h"
 #include "runtime.h"
+#include "sandbox_state.h"
 
 /* Output bytes the node may send ahead of what our client has taken. Each
  * grant is a round trip through RabbitMQ, so a stream moves at most about
@@ -490,6 +491,10 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 	json_decref(body);
 	/* the node enforces the timeout; we wait a little longer for its answer */
 	rt_relay_output(r, &op, p->stream, p->background, sbx_now_ms() + p->timeout_s * 1000 + 15000);
+	/* oneShot: its main process (a command run in the foreground) has
+	 * ended, so the sandbox goes (the reaper does the destroy) */
+	if (!p->background && sbx_sandbox_one_shot_stopped(&r->ctx->db, sb->id, &err) < 0)
+		log_warnx("sandbox %s: one-shot stop: %s", sb->id, err.msg);
 }
 
 /* The command's environment: defaults, the sandbox's, then this call's. */

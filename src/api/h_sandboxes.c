@@ -15,6 +15,7 @@
 #include "reply.h"
 #include "sandbox_state.h"
 #include "usage.h"
+#include "volumes.h"
 
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
@@ -222,6 +223,10 @@ struct create_req {
 	const char *name, *template, *region, *destroy_timeout, *environment, *snapshot_mode;
 	long long cpu, memory, disk, idle_timeout, lifetime;
 	bool auto_destroy, one_shot;
+	/* persistence: a fresh volume (persistent) or an existing one (volume_id) */
+	bool persistent;
+	long long persistent_gb;
+	const char *volume_id, *mount_path;
 	json_t *env, *metadata;
 };
 
@@ -241,6 +246,60 @@ static bool env_name_ok(const char *k)
 		if (!(isalnum((unsigned char)*k) || *k == '_'))
 			return false;
 	return true;
+}
+
+/* An absolute path of plain names, not one of the places the sandbox's
+ * own mounts live at. */
+static bool mount_path_ok(const char *p)
+{
+	static const char *const reserved[] = { "/proc", "/sys", "/dev", "/run/sbx", "/.sbx", "/tmp" };
+	size_t n = strlen(p);
+
+	if (p[0] != '/' || n < 2 || n > 200 || p[n - 1] == '/' || strstr(p, "//"))
+		return false;
+	for (const char *q = p; *q; q++)
+		if (!(isalnum((unsigned char)*q) || strchr("/._-", *q)))
+			return false;
+	if (!strcmp(p, "/.") || strstr(p, "/./") || strstr(p, "/../") || (n >= 2 && !strcmp(p + n - 2, "/.")) ||
+	    (n >= 3 && !strcmp(p + n - 3, "/..")))
+		return false;
+	for (size_t i = 0; i < SBX_ARRAY_LEN(reserved); i++) {
+		size_t l = strlen(reserved[i]);
+		if (!strncmp(p, reserved[i], l) && (p[l] == 0 || p[l] == '/'))
+			return false;
+	}
+	return true;
+}
+
+static int validate_persistence(const sbx_config *cfg, json_t *body, struct create_req *c, sbx_err *err)
+{
+	json_t *gb = json_object_get(body, "persistentDiskGB");
+
+	c->persistent = sbx_json_bool(body, "persistent", false);
+	c->volume_id = sbx_json_str(body, "volumeId", NULL);
+	c->mount_path = sbx_json_str(body, "mountPath", NULL);
+	if (c->persistent && c->volume_id)
+		return sbx_err_set(err, 400, "invalid_field", "Use either persistent or volumeId, not both");
+	if (gb && !json_is_null(gb) && !c->persistent)
+		return sbx_err_set(err, 400, "invalid_field", "persistentDiskGB needs persistent: true");
+	if (c->persistent) {
+		c->persistent_gb = sbx_json_int(body, "persistentDiskGB", sbx_cfg_int(cfg, "volume_min_gb"));
+		if (api_volume_size_check(cfg, "persistentDiskGB", c->persistent_gb, err) < 0)
+			return -1;
+	}
+	if (c->volume_id && !sbx_id_valid(c->volume_id))
+		return sbx_err_set(err, 400, "invalid_field", "Invalid volume id");
+	if (c->mount_path && !c->persistent && !c->volume_id)
+		return sbx_err_set(err, 400, "invalid_field", "mountPath needs persistent: true or a volumeId");
+	if (c->persistent || c->volume_id) {
+		if (!c->mount_path)
+			c->mount_path = "/workspace";
+		if (!mount_path_ok(c->mount_path))
+			return sbx_err_set(err, 400, "invalid_field",
+					   "mountPath must be an absolute path of plain names (not /, /proc, /sys, /dev, "
+					   "/tmp or /run/sbx)");
+	}
+	return 0;
 }
 
 static int validate_create(struct api_req *r, json_t *body, struct create_req *c, sbx_err *err)
@@ -359,9 +418,10 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 	/* persistence arrives with the volumes and snapshots work */
 	if (!strcmp(c->snapshot_mode, "automatic"))
 		return sbx_err_set(err, 400, "not_supported", "snapshotMode automatic is not supported yet");
+	if (validate_persistence(cfg, body, c, err) < 0)
+		return -1;
 	{
-		static const char *later[] = { "persistent", "persistentDiskGB", "volumeId", "mountPath",
-					       "fromSnapshot" };
+		static const char *later[] = { "fromSnapshot" };
 		for (size_t i = 0; i < SBX_ARRAY_LEN(later); i++) {
 			json_t *x = json_object_get(body, later[i]);
 			if (x && !json_is_null(x) && !json_is_false(x))
@@ -385,6 +445,57 @@ static int check_template(struct api_req *r, const char *name, sbx_err *err)
 		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,
 				   PQgetvalue(res, 0, 1));
 	return 0;
+}
+
+/* In the create's transaction: a fresh volume made for this sandbox
+ * (persistent), or the attachment of an existing detached one (volumeId),
+ * and the sandbox's record of it. */
+static int attach_volume(struct api_req *r, const struct create_req *c, const char *id, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+	char vid[SBX_ID_LEN + 1], gbs[16], node[256], vname[48];
+
+	if (!c->persistent && !c->volume_id)
+		return 0;
+	if (c->persistent) {
+		if (api_volume_limits(r, c->persistent_gb, err) < 0 || api_volume_node(r, node, sizeof(node), err) < 0)
+			return -1;
+		sbx_id_new(vid);
+		snprintf(gbs, sizeof(gbs), "%lld", c->persistent_gb);
+		snprintf(vname, sizeof(vname), "sandbox-%s", id);
+		if (sbx_db_query(&r->ctx->db, NULL, err,
+				 "INSERT INTO volumes (id, org_id, name, type, size_gb, region, node_id, mount_path, "
+				 "attached_sandbox_id, last_attached_at, created_for) "
+				 "VALUES ($1, $2, $3, 'sandbox', $4::int, $5, $6, $7, $8, now(), $8)",
+				 8, vid, r->org.org_id, vname, gbs, sbx_cfg_str(r->ctx->cfg, "region_id"), node,
+				 c->mount_path, id) < 0)
+			return -1;
+	} else {
+		snprintf(vid, sizeof(vid), "%s", c->volume_id);
+		if (sbx_db_query(&r->ctx->db, &res, err,
+				 "UPDATE volumes SET attached_sandbox_id = $3, last_attached_at = now(), mount_path = $4, "
+				 "updated_at = now() WHERE id = $1 AND org_id = $2 AND deleted_at IS NULL "
+				 "AND attached_sandbox_id IS NULL RETURNING size_gb",
+				 4, vid, r->org.org_id, id, c->mount_path) < 0)
+			return -1;
+		if (PQntuples(res) != 1) {
+			cleanup_pgres PGresult *chk = NULL;
+			if (sbx_db_query(&r->ctx->db, &chk, err,
+					 "SELECT attached_sandbox_id FROM volumes WHERE id = $1 AND org_id = $2 "
+					 "AND deleted_at IS NULL",
+					 2, vid, r->org.org_id) < 0)
+				return -1;
+			if (PQntuples(chk) == 1)
+				return sbx_err_set(err, 400, "volume_attached",
+						   "Volume is attached to another sandbox (%s)", PQgetvalue(chk, 0, 0));
+			return sbx_err_set(err, 404, "not_found", "Volume not found");
+		}
+		snprintf(gbs, sizeof(gbs), "%s", PQgetvalue(res, 0, 0));
+	}
+	return sbx_db_query(&r->ctx->db, NULL, err,
+			    "UPDATE sandboxes SET persistent = true, persistent_disk_gb = $2::int, volume_id = $3, "
+			    "mount_path = $4 WHERE id = $1",
+			    4, id, gbs, vid, c->mount_path);
 }
 
 /* Marks a record failed with a reason the owner can read. */
@@ -478,7 +589,7 @@ void h_sandboxes_create(struct api_req *r)
 			 18, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
 			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode) < 0 ||
-	    sbx_db_commit(&r->ctx->db, &err) < 0)
+	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit(&r->ctx->db, &err) < 0)
 		goto fail;
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);
 

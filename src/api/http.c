@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <time.h>
 #include "api.h"
+#include "volumes.h"
 #include "cleanup.h"
 #include "errcode.h"
 #include "json.h"
@@ -331,6 +332,9 @@ static const struct {
 	[SBX_R_SANDBOXES] = { .get = h_sandboxes_list, .post = h_sandboxes_create },
 	[SBX_R_SANDBOX] = { .get = h_sandbox_get, .del = h_sandbox_delete },
 	[SBX_R_SANDBOX_WAIT] = { .get = h_sandbox_wait },
+	[SBX_R_SANDBOX_PAUSE] = { .post = h_sandbox_pause },
+	[SBX_R_SANDBOX_RESUME] = { .post = h_sandbox_resume },
+	[SBX_R_SANDBOX_TIMEOUT] = { .post = h_sandbox_timeout },
 	[SBX_R_EXEC] = { .post = h_exec },
 	[SBX_R_CODE] = { .post = h_code },
 	[SBX_R_FILE] = { .get = h_file, .put = h_file, .del = h_file },
@@ -342,6 +346,8 @@ static const struct {
 	[SBX_R_PROCESS_SIGNAL] = { .post = h_process_signal },
 	[SBX_R_PROCESS_RESIZE] = { .post = h_process_resize },
 	[SBX_R_USAGE] = { .get = h_usage },
+	[SBX_R_VOLUMES] = { .get = h_volumes_list, .post = h_volumes_create },
+	[SBX_R_VOLUME] = { .get = h_volume_get, .del = h_volume_delete },
 };
 
 static long long mono_us(void)

@@ -195,6 +195,9 @@ static void collect(void)
 	}
 }
 
+static void chan_quiesce(void);
+static void chan_wake(void);
+
 static void on_signal(int sfd)
 {
 	struct signalfd_siginfo si;
@@ -202,6 +205,17 @@ static void on_signal(int sfd)
 	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
 		if (si.ssi_signo == SIGCHLD)
 			continue;
+		/* the node agent's pause (runsc kill): gVisor cannot checkpoint a
+		 * socket bound to the host, so the channel goes before the
+		 * checkpoint and comes back after the restore */
+		if (si.ssi_signo == SIGUSR1) {
+			chan_quiesce();
+			continue;
+		}
+		if (si.ssi_signo == SIGUSR2) {
+			chan_wake();
+			continue;
+		}
 		if (is_pid1) {
 			/* PID 1 lives as long as its sandbox: runsc ends it */
 			logmsg("ignoring signal %u", si.ssi_signo);
@@ -247,6 +261,7 @@ static int listen_on(const char *path)
 static const char *chan_path;
 static int chan_lfd = -1, chan_ifd = -1;
 static struct stat chan_st;
+static int chan_quiet; /* between SIGUSR1 and SIGUSR2: no channel at all */
 
 static int chan_listen(void)
 {
@@ -295,6 +310,8 @@ static void chan_check(void)
 
 	while (read(chan_ifd, ev, sizeof(ev)) > 0)
 		;
+	if (chan_quiet)
+		return;
 	if (lstat(chan_path, &st) == 0 && st.st_dev == chan_st.st_dev && st.st_ino == chan_st.st_ino)
 		return;
 	/* whatever is there now is not ours: a socket of someone else, a
@@ -305,6 +322,35 @@ static void chan_check(void)
 		logmsg("channel %s was replaced and cannot be bound again", chan_path);
 	else
 		logmsg("channel %s was removed or replaced: bound again", chan_path);
+}
+
+/* Every connection and the listening socket close, and the socket file
+ * goes last: its absence tells the node agent the channel is down (then it
+ * checkpoints). Commands and background processes go on running. */
+static void chan_quiesce(void)
+{
+	for (struct conn *c = conns; c; c = c->next)
+		conn_kill(c, "the sandbox is being paused");
+	collect();
+	chan_quiet = 1;
+	if (chan_lfd >= 0) {
+		epoll_ctl(ep, EPOLL_CTL_DEL, chan_lfd, NULL);
+		close(chan_lfd);
+		chan_lfd = -1;
+	}
+	unlink(chan_path);
+	logmsg("channel closed for a pause");
+}
+
+static void chan_wake(void)
+{
+	if (!chan_quiet)
+		return;
+	chan_quiet = 0;
+	if (chan_listen() < 0)
+		logmsg("channel %s cannot be bound again after a resume", chan_path);
+	else
+		logmsg("channel bound again after a resume");
 }
 
 /* Descriptors inherited from whoever started us must not reach commands. */
@@ -429,6 +475,8 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGTERM);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 	ep = epoll_create1(EPOLL_CLOEXEC);

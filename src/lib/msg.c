@@ -21,6 +21,10 @@ static const struct {
 	[SBX_MSG_PROVISION] = { "provision", P },
 	[SBX_MSG_DESTROY] = { "destroy", P | N }, /* API -> provisioner -> node */
 	[SBX_MSG_START] = { "start", N },
+	[SBX_MSG_VOLUME_CREATE] = { "volume.create", N }, /* API -> the volume's node */
+	[SBX_MSG_VOLUME_DELETE] = { "volume.delete", N },
+	[SBX_MSG_PAUSE] = { "pause", N },   /* API -> the sandbox's node; answered when taken on */
+	[SBX_MSG_RESUME] = { "resume", N },
 	[SBX_MSG_PONG] = { "pong", RE },
 	[SBX_MSG_PROVISIONED] = { "provisioned", RE },
 	[SBX_MSG_DESTROYED] = { "destroyed", RE },

@@ -16,6 +16,10 @@ enum sbx_msg_kind {
 	SBX_MSG_PROVISION,
 	SBX_MSG_DESTROY,
 	SBX_MSG_START,
+	SBX_MSG_VOLUME_CREATE,
+	SBX_MSG_VOLUME_DELETE,
+	SBX_MSG_PAUSE,
+	SBX_MSG_RESUME,
 	/* control: a provisioner's replies ({ok, error?, code?, ...}) */
 	SBX_MSG_PONG,
 	SBX_MSG_PROVISIONED,

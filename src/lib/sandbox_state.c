@@ -7,19 +7,19 @@
 #define B(s) SBX_SB_BIT(SBX_SB_##s)
 #define LIVE (B(STARTING) | B(READY) | B(PAUSING) | B(PAUSED) | B(RESUMING))
 
-/* The statuses, and which may follow each: the one table. Pausing and
- * resuming have no writer yet; they may fail or be destroyed like any live
- * sandbox, and the pause work adds their own edges here. */
+/* The statuses, and which may follow each: the one table. A pause goes
+ * ready -> pausing -> paused, or back to ready when it could not be done; a
+ * resume paused -> resuming -> ready, or back to paused. */
 static const struct {
 	const char *name;
 	unsigned next;
 	bool settled, on_node;
 } statuses[SBX_SB_NSTATUS] = {
 	[SBX_SB_STARTING] = { "starting", B(READY) | B(FAILED) | B(DESTROYED), false, false },
-	[SBX_SB_READY] = { "ready", B(FAILED) | B(DESTROYED), true, true },
-	[SBX_SB_PAUSING] = { "pausing", B(FAILED) | B(DESTROYED), false, true },
-	[SBX_SB_PAUSED] = { "paused", B(FAILED) | B(DESTROYED), true, true },
-	[SBX_SB_RESUMING] = { "resuming", B(FAILED) | B(DESTROYED), false, true },
+	[SBX_SB_READY] = { "ready", B(PAUSING) | B(FAILED) | B(DESTROYED), true, true },
+	[SBX_SB_PAUSING] = { "pausing", B(PAUSED) | B(READY) | B(FAILED) | B(DESTROYED), false, true },
+	[SBX_SB_PAUSED] = { "paused", B(RESUMING) | B(FAILED) | B(DESTROYED), true, true },
+	[SBX_SB_RESUMING] = { "resuming", B(READY) | B(PAUSED) | B(FAILED) | B(DESTROYED), false, true },
 	[SBX_SB_FAILED] = { "failed", B(DESTROYED), true, false },
 	[SBX_SB_DESTROYED] = { "destroyed", 0, true, false },
 };
@@ -173,16 +173,70 @@ int sbx_sandbox_destroy_intent(sbx_db *db, const char *id, const char *org, cons
 	return 1;
 }
 
-int sbx_sandbox_expire(sbx_db *db, PGresult **rows, sbx_err *err)
+int sbx_sandbox_expire(sbx_db *db, long long paused_limit_s, PGresult **rows, sbx_err *err)
 {
+	char lim[32];
+
 	*rows = NULL;
+	snprintf(lim, sizeof(lim), "%lld", paused_limit_s);
+	/* a paused sandbox is idle by design: only the paused limit ends it */
 	return sbx_db_query(db, rows, err,
 			    "UPDATE sandboxes SET destroy_requested_at = now(), destroy_reason = CASE "
+			    "  WHEN status = 'paused' THEN 'paused_too_long' "
 			    "  WHEN expires_at <= now() THEN 'max_lifetime' ELSE 'idle_ttl' END "
-			    "WHERE status = 'ready' AND destroy_requested_at IS NULL AND (expires_at <= now() "
-			    "  OR last_activity_at + make_interval(secs => idle_timeout_s) <= now()) "
+			    "WHERE destroy_requested_at IS NULL AND ("
+			    "  (status = 'ready' AND (expires_at <= now() "
+			    "    OR last_activity_at + make_interval(secs => idle_timeout_s) <= now())) "
+			    "  OR (status = 'paused' AND paused_at + make_interval(secs => $1::int) <= now())) "
 			    "RETURNING id, destroy_reason",
-			    0);
+			    1, lim);
+}
+
+/* One guarded change of status with the extra assignments in `set` (which
+ * may use $3, arg; the no-op test names $3 for the statements that do not,
+ * so every one has the same parameters). */
+static int move(sbx_db *db, const char *id, const char *org, unsigned from, enum sbx_sb_status to,
+		const char *set, const char *arg, sbx_err *err)
+{
+	char sql[640];
+	const char *p[] = { id, org, arg };
+
+	snprintf(sql, sizeof(sql),
+		 "UPDATE sandboxes SET status = '%s'%s%s WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) "
+		 "AND ($3::text IS NULL OR true) AND status = ANY($4::sandbox_status[]) RETURNING id",
+		 sbx_sb_status_name(to), set ? ", " : "", set ? set : "");
+	return change(db, from, to, err, sql, 3, p);
+}
+
+int sbx_sandbox_pause_begin(sbx_db *db, const char *id, const char *org, sbx_err *err)
+{
+	return move(db, id, org, B(READY), SBX_SB_PAUSING, "transition_at = now()", NULL, err);
+}
+
+int sbx_sandbox_paused(sbx_db *db, const char *id, const char *kind, sbx_err *err)
+{
+	return move(db, id, NULL, B(PAUSING), SBX_SB_PAUSED, "paused_at = now(), pause_kind = $3", kind, err);
+}
+
+int sbx_sandbox_pause_undo(sbx_db *db, const char *id, sbx_err *err)
+{
+	return move(db, id, NULL, B(PAUSING), SBX_SB_READY, "last_activity_at = now()", NULL, err);
+}
+
+int sbx_sandbox_resume_begin(sbx_db *db, const char *id, const char *org, sbx_err *err)
+{
+	return move(db, id, org, B(PAUSED), SBX_SB_RESUMING, "transition_at = now()", NULL, err);
+}
+
+int sbx_sandbox_resumed(sbx_db *db, const char *id, sbx_err *err)
+{
+	return move(db, id, NULL, B(RESUMING), SBX_SB_READY, "paused_at = NULL, last_activity_at = now()", NULL,
+		    err);
+}
+
+int sbx_sandbox_resume_undo(sbx_db *db, const char *id, sbx_err *err)
+{
+	return move(db, id, NULL, B(RESUMING), SBX_SB_PAUSED, NULL, NULL, err);
 }
 
 int sbx_sandbox_destroyed(sbx_db *db, const char *id, const char *reason, sbx_err *err)
@@ -221,4 +275,31 @@ int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res,
 			    "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
 			    "SELECT status, node_id, env::text, failure_reason, placement_id FROM s",
 			    2, id, org);
+}
+
+int sbx_sandbox_keepalive(sbx_db *db, const char *id, const char *org, const char *idle_s, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	/* not a change of status: any live record, no destroy asked */
+	if (sbx_db_query(db, &res, err,
+			 "UPDATE sandboxes SET idle_timeout_s = $3::int, last_activity_at = now() WHERE id = $1 "
+			 "AND org_id = $2 AND status IN ('ready', 'pausing', 'paused', 'resuming') "
+			 "AND destroy_requested_at IS NULL RETURNING id",
+			 3, id, org, idle_s) < 0)
+		return -1;
+	return PQntuples(res) > 0;
+}
+
+int sbx_sandbox_one_shot_stopped(sbx_db *db, const char *id, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	if (sbx_db_query(db, &res, err,
+			 "UPDATE sandboxes SET destroy_requested_at = now(), destroy_reason = 'one_shot_stopped' "
+			 "WHERE id = $1 AND one_shot AND destroy_requested_at IS NULL "
+			 "AND status IN ('ready', 'pausing', 'paused', 'resuming') RETURNING id",
+			 1, id) < 0)
+		return -1;
+	return PQntuples(res) > 0;
 }

@@ -73,14 +73,38 @@ int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_e
 int sbx_sandbox_destroy_intent(sbx_db *db, const char *id, const char *org, const char *reason, int *was,
 			       sbx_err *err);
 /* The reaper's intents: every ready record past its lifetime (max_lifetime)
- * or idle timeout (idle_ttl) with no destroy asked yet. *rows: id, reason. */
-int sbx_sandbox_expire(sbx_db *db, PGresult **rows, sbx_err *err);
+ * or idle timeout (idle_ttl), and every paused one paused longer than
+ * paused_limit_s (paused_too_long), with no destroy asked yet. *rows: id,
+ * reason. */
+int sbx_sandbox_expire(sbx_db *db, long long paused_limit_s, PGresult **rows, sbx_err *err);
+
+/* Pause and resume (the API writes the *_begin, the node agent the rest;
+ * transition_at says when a pausing/resuming began, so an interrupted one
+ * is found). ready -> pausing (org-scoped). */
+int sbx_sandbox_pause_begin(sbx_db *db, const char *id, const char *org, sbx_err *err);
+/* pausing -> paused; paused_at = now(), pause_kind = kind. */
+int sbx_sandbox_paused(sbx_db *db, const char *id, const char *kind, sbx_err *err);
+/* pausing -> ready: the pause could not be done, the sandbox runs on. */
+int sbx_sandbox_pause_undo(sbx_db *db, const char *id, sbx_err *err);
+/* paused -> resuming (org-scoped). */
+int sbx_sandbox_resume_begin(sbx_db *db, const char *id, const char *org, sbx_err *err);
+/* resuming -> ready; paused_at cleared, last_activity_at = now(). */
+int sbx_sandbox_resumed(sbx_db *db, const char *id, sbx_err *err);
+/* resuming -> paused: the resume could not be done, the checkpoint stays. */
+int sbx_sandbox_resume_undo(sbx_db *db, const char *id, sbx_err *err);
 /* Any status but destroyed -> destroyed (its sandbox is gone); the reason
  * (NULL: "user") is kept only when none was recorded. */
 int sbx_sandbox_destroyed(sbx_db *db, const char *id, const char *reason, sbx_err *err);
 
 /* How often the OOM killer struck inside it so far (shown as oom_kills). */
 int sbx_sandbox_oom_kills(sbx_db *db, const char *id, long kills, sbx_err *err);
+/* A oneShot sandbox's main process (a foreground command) ended: its
+ * destroy is asked (one_shot_stopped; the reaper does it). 1 when asked
+ * now, 0 when not one-shot or asked before. */
+int sbx_sandbox_one_shot_stopped(sbx_db *db, const char *id, sbx_err *err);
+/* Keep-alive: idle_timeout_s = idle_s and last_activity_at = now() for a
+ * live record of org with no destroy asked (1), else 0. */
+int sbx_sandbox_keepalive(sbx_db *db, const char *id, const char *org, const char *idle_s, sbx_err *err);
 /* last_activity_at = now() (something ran in it). */
 int sbx_sandbox_touch(sbx_db *db, const char *id, sbx_err *err);
 /* Looks a record up to run something in it, and counts that as activity
