@@ -79,7 +79,7 @@ is "$(j .data.status) $(j .data.pause_kind)" "paused memory" "the Sandbox says p
 like "$(j .data.paused_at)" "$RFC3339" "paused_at is set"
 is "$(sb_runsc_state "$ID")" "" "no container runs (runsc's own list)"
 is "$(sb_procs_of "$ID")" "" "no sentry or gofer process"
-ck=$SB_STATE/sandboxes/$ID/checkpoint
+ck=$SB_STATE/sandboxes/$(sb_place "$ID")/checkpoint
 ok "[ -d '$ck' ] && [ -n \"\$(ls '$ck')\" ]" "the checkpoint is on the node's disk ($(du -sh "$ck" 2> /dev/null | cut -f1))"
 req nginx POST "/sandboxes/$ID/exec" '{"cmd":"true"}'
 is "$STATUS" 400 "exec on a paused sandbox: 400"
@@ -121,9 +121,10 @@ touch "$SB_STATE/faults/pause-checkpoint.armed"
 req nginx POST "/sandboxes/$ID/pause"
 is "$STATUS" 200 "a pause is taken on"
 pidf=""
-wait_until 20 test -s "$SB_STATE/faults/pause-checkpoint.$ID.pid" && pidf=$SB_STATE/faults/pause-checkpoint.$ID.pid
+P=$(sb_place "$ID")
+wait_until 20 test -s "$SB_STATE/faults/pause-checkpoint.$P.pid" && pidf=$SB_STATE/faults/pause-checkpoint.$P.pid
 rm -f "$SB_STATE/faults/pause-checkpoint.armed"
-ok "[ -n '$pidf' ] && [ ! -e '$SB_STATE/sandboxes/$ID/disk/chan/channel.sock' ]" \
+ok "[ -n '$pidf' ] && [ ! -e '$SB_STATE/sandboxes/$P/disk/chan/channel.sock' ]" \
 	"its process stopped at pause-checkpoint, with the channel closed"
 is "$(sb_db "$ID" status)" pausing "the record says pausing"
 node_old=$(worker_pid node)
@@ -148,7 +149,8 @@ touch "$SB_STATE/faults/resume-restore.armed"
 req nginx POST "/sandboxes/$ID/resume"
 is "$STATUS" 200 "a resume is taken on"
 pidf=""
-wait_until 20 test -s "$SB_STATE/faults/resume-restore.$ID.pid" && pidf=$SB_STATE/faults/resume-restore.$ID.pid
+P=$(sb_place "$ID")
+wait_until 20 test -s "$SB_STATE/faults/resume-restore.$P.pid" && pidf=$SB_STATE/faults/resume-restore.$P.pid
 rm -f "$SB_STATE/faults/resume-restore.armed"
 ok "[ -n '$pidf' ]" "its process stopped at resume-restore (before the restore)"
 is "$(sb_db "$ID" status)" resuming "the record says resuming"
