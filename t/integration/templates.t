@@ -79,7 +79,8 @@ echo "{\"name\":\"dep\",\"version\":\"1.0.0\",\"main\":\"i.js\"}" > package.json
 echo "module.exports = () => 6 * 7" > i.js
 cd /tmp/w/app; npm init -y > /dev/null
 npm install --offline --no-audit --no-fund ../dep > /dev/null 2>&1
-npm pkg set scripts.go="node -e \"console.log(require(\x27dep\x27)())\"" > /dev/null
+echo "console.log(require(\"dep\")())" > go.js
+npm pkg set scripts.go="node go.js" > /dev/null
 npm run -s go'
 
 # pip installs a wheel system-wide (no "externally managed" refusal), venv
