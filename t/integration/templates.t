@@ -106,8 +106,52 @@ python3 -c "import sbxhello; print(\"pip\", sbxhello.hi())"
 python3 -m venv /tmp/venv && /tmp/venv/bin/pip --version > /dev/null && echo venv
 python3 -c "import numpy, pandas; print(\"np\", int(numpy.arange(10).sum()), \"pd\", int(pandas.Series([1, 2, 3]).sum()))"'
 
+# Privileged tooling: a local .deb whose maintainer script adds a system
+# user, chowns and setuids its file, installs and configures
+DEB_CHECK=$(cat <<'SH'
+set -e
+mkdir -p /tmp/d/pkg/DEBIAN /tmp/d/pkg/usr/local/bin
+printf '#!/bin/sh\necho hello-from-deb\n' > /tmp/d/pkg/usr/local/bin/sbx-hello
+chmod 755 /tmp/d/pkg/usr/local/bin/sbx-hello
+printf 'Package: sbx-hello\nVersion: 1.0\nArchitecture: all\nMaintainer: t <t@example.invalid>\nDescription: test\n' > /tmp/d/pkg/DEBIAN/control
+printf '#!/bin/sh\nset -e\nadduser --system --group --no-create-home sbxsvc >/dev/null 2>&1 || useradd -r sbxsvc\nchown sbxsvc:sbxsvc /usr/local/bin/sbx-hello\nchmod 4755 /usr/local/bin/sbx-hello\n' > /tmp/d/pkg/DEBIAN/postinst
+chmod 755 /tmp/d/pkg/DEBIAN/postinst
+dpkg-deb --build /tmp/d/pkg /tmp/d/sbx-hello.deb >/dev/null
+dpkg -i /tmp/d/sbx-hello.deb >/tmp/d/dpkg.out 2>&1 || cat /tmp/d/dpkg.out
+stat -c '%U %A' /usr/local/bin/sbx-hello
+sbx-hello
+dpkg-query -W -f '${Status}\n' sbx-hello
+SH
+)
+# pip installs from a package index the test serves inside the sandbox
+PIP_INDEX_CHECK=$(cat <<'SH'
+cd /tmp && python3 - <<PYEOF
+import base64, hashlib, os, zipfile
+files = {"sbxidx/__init__.py": "def hi():\n    return 7\n",
+         "sbxidx-2.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: sbxidx\nVersion: 2.0\n",
+         "sbxidx-2.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+rec = []
+os.makedirs("idx/simple/sbxidx", exist_ok=True)
+with zipfile.ZipFile("idx/sbxidx-2.0-py3-none-any.whl", "w") as z:
+    for n, d in files.items():
+        b = d.encode()
+        z.writestr(n, b)
+        h = base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode()
+        rec.append(f"{n},sha256={h},{len(b)}")
+    rec.append("sbxidx-2.0.dist-info/RECORD,,")
+    z.writestr("sbxidx-2.0.dist-info/RECORD", "\n".join(rec) + "\n")
+open("idx/simple/index.html", "w").write('<a href="sbxidx/">sbxidx</a>')
+open("idx/simple/sbxidx/index.html", "w").write('<a href="../../sbxidx-2.0-py3-none-any.whl">sbxidx-2.0-py3-none-any.whl</a>')
+PYEOF
+(cd idx && python3 -m http.server 8999 --bind 127.0.0.1 > /tmp/idx.log 2>&1 &)
+for i in $(seq 100); do curl -s -o /dev/null http://127.0.0.1:8999/simple/ && break; sleep 0.1; done
+pip install --index-url http://127.0.0.1:8999/simple/ sbxidx > /tmp/pipidx.out 2>&1 || cat /tmp/pipidx.out
+python3 -c "import sbxidx; print(\"index\", sbxidx.hi())"
+SH
+)
+
 for t in debian-12 debian-13 node-22 node-24 python-3.13 bun-1; do
-	case $t in debian-*) more=0 ;; *) more=1 ;; esac
+	case $t in debian-13) more=0 ;; python-3.13) more=2 ;; *) more=1 ;; esac
 	if ! grep -qx "$t" <<<"$real"; then
 		skip $((2 + more)) "$t was not built by this stack (SBX_TEMPLATES)"
 		continue
@@ -123,6 +167,11 @@ for t in debian-12 debian-13 node-22 node-24 python-3.13 bun-1; do
 	out=$(rt_sh "$id" "${CMD[$t]}" 60)
 	like "$out" "${WANT[$t]}" "$t: '${CMD[$t]}' says the version in its name"
 	case $t in
+	debian-12)
+		out=$(rt_sh "$id" "$DEB_CHECK" 120)
+		is "$(echo $out)" "sbxsvc -rwsr-xr-x hello-from-deb install ok installed" \
+			"$t: dpkg -i of a local .deb whose postinst adds a user, chowns and setuids"
+		;;
 	node-22 | node-24)
 		out=$(rt_sh "$id" "$NPM_CHECK" 120)
 		is "$out" 42 "$t: npm installs a local dependency and runs a script"
@@ -130,6 +179,8 @@ for t in debian-12 debian-13 node-22 node-24 python-3.13 bun-1; do
 	python-3.13)
 		out=$(rt_sh "$id" "$PY_CHECK" 120)
 		is "$(echo $out)" "pip 42 venv np 45 pd 6" "$t: pip installs system-wide, venv works, numpy and pandas import"
+		out=$(rt_sh "$id" "$PIP_INDEX_CHECK" 120)
+		is "$out" "index 7" "$t: pip installs from a package index served inside the sandbox"
 		;;
 	bun-1)
 		out=$(rt_sh "$id" "bun -e 'console.log(6 * 7)'" 60)
