@@ -235,6 +235,8 @@ void node_register(struct node *n)
 		cleanup_json json_t *img = NULL;
 		json_error_t jerr;
 		const char *dn, *desc, *digest;
+		cleanup_free char *aliases = NULL;
+		json_t *al;
 
 		if (de->d_name[0] == '.' || !template_name_ok(de->d_name))
 			continue;
@@ -245,10 +247,17 @@ void node_register(struct node *n)
 		dn = sbx_json_str(img, "display_name", de->d_name);
 		desc = sbx_json_str(img, "description", "");
 		digest = sbx_json_str(img, "digest", NULL);
+		/* the other names its definition declares (templates/build) */
+		al = json_object_get(img, "aliases");
+		aliases = json_is_array(al) ? json_dumps(al, JSON_COMPACT) : NULL;
 		if (sbx_db_query(&n->db, NULL, &err,
-				 "INSERT INTO templates (name, display_name, description, digest) VALUES ($1, $2, $3, $4) "
-				 "ON CONFLICT (name) DO UPDATE SET display_name = $2, description = $3, digest = $4",
-				 4, de->d_name, dn, desc, digest) < 0) {
+				 "INSERT INTO templates (name, display_name, description, digest, aliases, parent, version) "
+				 "VALUES ($1, $2, $3, $4, ARRAY(SELECT x FROM jsonb_array_elements_text($5::jsonb) x "
+				 "WHERE x ~ '^[a-z0-9][a-z0-9._-]{0,63}$'), $6, $7) "
+				 "ON CONFLICT (name) DO UPDATE SET display_name = $2, description = $3, digest = $4, "
+				 "aliases = EXCLUDED.aliases, parent = $6, version = $7",
+				 7, de->d_name, dn, desc, digest, aliases ? aliases : "[]", sbx_json_str(img, "parent", ""),
+				 sbx_json_str(img, "version", "")) < 0) {
 			log_warnx("registering template %s: %s", de->d_name, err.msg);
 			continue;
 		}

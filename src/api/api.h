@@ -106,6 +106,10 @@ bool api_route_is_long(const struct api_req *r);
 void api_body_guard_start(struct api_req *r);
 /* The body came too slowly and was cut off: fills err with the 408. */
 bool api_body_guard_tripped(sbx_err *err);
+/* h_meta.c: the one template lookup. NAME is a template a live node has, or
+ * an alias one declares; OUT gets the real template's name. Unknown: 400
+ * listing the available names. */
+int api_template_lookup(struct api_req *r, const char *name, char *out, size_t outsz, sbx_err *err);
 /* h_meta.c: this install's region, as the regions list and a Sandbox show it */
 json_t *api_region_json(const sbx_config *cfg);
 /* h_sandboxes.c: completes a Sandbox object made by sbx_sandbox_json() in

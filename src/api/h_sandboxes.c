@@ -431,22 +431,6 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 	return 0;
 }
 
-static int check_template(struct api_req *r, const char *name, sbx_err *err)
-{
-	cleanup_pgres PGresult *res = NULL;
-
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "SELECT coalesce(bool_or(t.name = $1), false), coalesce(string_agg(t.name, ', ' ORDER BY t.name), "
-			 "'none') FROM templates t WHERE EXISTS (SELECT 1 FROM nodes n WHERE t.name = ANY(n.templates) "
-			 "AND n.heartbeat_at > now() - interval '2 minutes')",
-			 1, name) < 0)
-		return -1;
-	if (PQgetvalue(res, 0, 0)[0] != 't')
-		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,
-				   PQgetvalue(res, 0, 1));
-	return 0;
-}
-
 /* In the create's transaction: a fresh volume made for this sandbox
  * (persistent), or the attachment of an existing detached one (volumeId),
  * and the sandbox's record of it. */
@@ -539,14 +523,16 @@ void h_sandboxes_create(struct api_req *r)
 	cleanup_free char *env_s = NULL, *meta_s = NULL;
 	struct create_req c = { 0 };
 	sbx_err err = SBX_ERR_INIT;
-	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16];
+	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16], tmpl[80];
 	json_t *s;
 
+	/* an alias becomes the template it names: the record and the answer say which */
 	if (api_json_body(r, &body, &err) < 0 || validate_create(r, body, &c, &err) < 0 ||
-	    check_template(r, c.template, &err) < 0) {
+	    api_template_lookup(r, c.template, tmpl, sizeof(tmpl), &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
+	c.template = tmpl;
 	sbx_id_new(id);
 	if (!c.name) {
 		snprintf(name, sizeof(name), "sandbox-%.8s", id);

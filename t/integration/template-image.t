@@ -69,11 +69,11 @@ rc=$?
 check "build refuses a non-loopback registry" [ $rc -ne 0 -a -n "$(grep -o loopback <<<"$out")" ]
 
 # 2-3: build (or skip), then a second run is a skip
-"$top/templates/build" --registry "$registry" >"$tmp/build1" 2>"$tmp/build1.err"
+"$top/templates/build" --registry "$registry" debian-12 >"$tmp/build1" 2>"$tmp/build1.err"
 check "build succeeds" [ $? -eq 0 ]
 hash=$("$top/templates/build" --hash debian-12 | cut -d' ' -f2)
 s=$(date +%s%N)
-"$top/templates/build" --registry "$registry" >"$tmp/build2" 2>"$tmp/build2.err"
+"$top/templates/build" --registry "$registry" debian-12 >"$tmp/build2" 2>"$tmp/build2.err"
 rc=$?
 ms=$((($(date +%s%N) - s) / 1000000))
 check "second build is skipped as up to date (${ms} ms)" \
