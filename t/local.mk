@@ -12,7 +12,8 @@ SBX_UNIT_TESTS = \
 	t/unit/msg_test \
 	t/unit/sandbox_state_test \
 	t/unit/frame_test \
-	t/unit/chanauth_test
+	t/unit/chanauth_test \
+	t/unit/egress_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)

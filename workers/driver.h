@@ -20,6 +20,8 @@ struct sandbox_rec {
 	char node_id[256];
 	int cpu, memory_mb, disk_gb;
 	char *env_json; /* {"K":"V",...}, malloc'd */
+	char egress_mode[16];    /* deny_all | open | restricted */
+	char *egress_allow_json; /* ["entry",...], malloc'd */
 };
 
 struct placement {

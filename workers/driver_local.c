@@ -18,7 +18,8 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 
 	memset(out, 0, sizeof(*out));
 	if (sbx_db_query(db, &r, err,
-			 "SELECT id, template, coalesce(node_id, ''), cpu, memory_mb, disk_gb, env::text, status "
+			 "SELECT id, template, coalesce(node_id, ''), cpu, memory_mb, disk_gb, env::text, status, "
+			 "egress_mode, egress_allow::text "
 			 "FROM sandboxes WHERE id = $1",
 			 1, id) < 0)
 		return -1;
@@ -33,13 +34,17 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	out->env_json = strdup(PQgetvalue(r, 0, 6));
 	if (status)
 		snprintf(status, stsz, "%s", PQgetvalue(r, 0, 7));
-	return out->env_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
+	snprintf(out->egress_mode, sizeof(out->egress_mode), "%s", PQgetvalue(r, 0, 8));
+	out->egress_allow_json = strdup(PQgetvalue(r, 0, 9));
+	return out->env_json && out->egress_allow_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
 }
 
 void sandbox_rec_free(struct sandbox_rec *s)
 {
 	free(s->env_json);
 	s->env_json = NULL;
+	free(s->egress_allow_json);
+	s->egress_allow_json = NULL;
 }
 
 int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err)
@@ -80,14 +85,21 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 {
 	static const char *const extra[] = { "container_id", NULL };
 	const char *node = worker_node_id(d->cfg);
-	cleanup_json json_t *env = NULL, *body = NULL;
+	cleanup_json json_t *env = NULL, *body = NULL, *allow = NULL;
 	cleanup_reply struct sbx_reply rep = { 0 };
 	json_error_t jerr;
 	const char *cid;
 
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
-	body = json_pack("{s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "template", s->template, "cpu", s->cpu,
-			 "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env", env ? env : json_object());
+	allow = json_loads(s->egress_allow_json ? s->egress_allow_json : "[]", 0, &jerr);
+	if (!allow)
+		allow = json_array();
+	/* the policy goes with the start: the node puts it in force before the
+	 * container runs, or the start fails (never a looser policy) */
+	body = json_pack("{s:s, s:s, s:i, s:i, s:i, s:O, s:{s:s, s:O}}", "sandbox_id", s->id, "template", s->template,
+			 "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env",
+			 env ? env : json_object(), "egress", "mode", s->egress_mode[0] ? s->egress_mode : "deny_all",
+			 "allow", allow);
 	/* less than the API waits, so a node that does not answer is reported, not guessed */
 	if (node_call(d, node, SBX_MSG_START, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, extra, &rep,
 		      err) < 0)

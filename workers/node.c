@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "driver.h"
+#include "egress.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
@@ -177,6 +178,7 @@ static void op_done(struct node *n, struct op *o)
 	if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
+			egress_node_started(n->egress, o->id);
 			log_info("sandbox %s: started", o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
@@ -185,6 +187,7 @@ static void op_done(struct node *n, struct op *o)
 			if (ok)
 				snprintf(msg, sizeof(msg), "the sandbox was destroyed while it started");
 			log_warnx("sandbox %s: start failed: %s", o->id, msg);
+			egress_node_forget(n->egress, o->id);
 			if (s)
 				s->st = SB_FREE;
 			if (o->reply)
@@ -195,6 +198,7 @@ static void op_done(struct node *n, struct op *o)
 	} else {
 		if (ok) {
 			log_info("sandbox %s: destroyed%s%s", o->id, o->reason[0] ? ": " : "", o->reason);
+			egress_node_forget(n->egress, o->id);
 			if (s)
 				s->st = SB_FREE;
 		} else {
@@ -322,25 +326,75 @@ bool template_name_ok(const char *s)
 	return l >= 1 && l <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-._") == l && s[0] != '.';
 }
 
+/* {mode, allow} of a start or egress request (NULL: deny_all), strictly. */
+static int egress_unpack(json_t *eg, struct sbx_egress *out, sbx_err *err)
+{
+	const char *mode = "deny_all";
+	json_t *allow = NULL;
+	json_error_t jerr;
+
+	if (eg && json_unpack_ex(eg, &jerr, JSON_STRICT, "{s:s, s?o}", "mode", &mode, "allow", &allow) < 0)
+		return sbx_err_set(err, 400, "bad_request", "egress: %s", jerr.text);
+	return sbx_egress_parse(mode, allow, out, err);
+}
+
+/* Puts a running sandbox's new egress policy in force (one nft
+ * transaction, a few ms: done here, in the loop) and answers once it is. */
+static void on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	static struct sbx_egress p;
+	const char *id = NULL;
+	json_t *eg = NULL;
+	json_error_t jerr;
+	sbx_err err = SBX_ERR_INIT;
+	struct sb *s;
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:o}", "sandbox_id", &id, "egress", &eg) < 0 ||
+	    !sbx_id_valid(id) || egress_unpack(eg, &p, &err) < 0) {
+		log_warnx("rejecting a malformed egress request: %s", err.msg[0] ? err.msg : jerr.text);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed egress request"));
+		return;
+	}
+	s = sb_find(n, id);
+	if (!s || s->st != SB_READY) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("not_ready", s ? "the sandbox is not running on this node" :
+							   "no such sandbox on this node"));
+		return;
+	}
+	if (egress_node_set(n->egress, id, &p, &err) < 0) {
+		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail(err.http == 400 ? "not_supported" : "egress_failed", err.msg));
+		return;
+	}
+	send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+}
+
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	const char *id, *tmpl;
 	int cpu, mem, disk;
-	json_t *env;
+	json_t *env, *eg = NULL;
 	json_error_t jerr;
 	char why[300];
 	struct sandbox_spec spec;
+	static struct sbx_egress egress; /* read by the start process (forked below) */
+	sbx_err eerr = SBX_ERR_INIT;
 	const char **envv = NULL;
 	size_t ne, k = 0;
 	const char *key;
 	json_t *v;
 	cleanup_free char *envbuf = NULL;
 
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o}", "sandbox_id", &id, "template",
-			   &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env) < 0 ||
+	jerr.text[0] = 0;
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:i, s:i, s:o, s?o}", "sandbox_id", &id,
+			   "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk, "env", &env, "egress",
+			   &eg) < 0 ||
 	    !sbx_id_valid(id) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
-	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env)) {
-		log_warnx("rejecting a malformed start request: %s", jerr.text);
+	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env) ||
+	    egress_unpack(eg, &egress, &eerr) < 0) {
+		log_warnx("rejecting a malformed start request: %s", jerr.text[0] ? jerr.text : eerr.msg);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
 	}
@@ -401,6 +455,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.memory_mb = mem;
 	spec.disk_gb = disk;
 	spec.env = envv;
+	spec.egress = &egress;
 	if (!sb_add(n, id, SB_STARTING, mem, disk) || op_spawn(n, OP_START, id, &spec, m, NULL) < 0) {
 		struct sb *s = sb_find(n, id);
 		if (s)
@@ -408,6 +463,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 		send_reply(n, m->reply_to, m->correlation_id,
 			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 	} else {
+		egress_node_pending(n->egress, id, &egress);
 		log_info("sandbox %s: starting (%s, %d MB, %d GB)", id, tmpl, mem, disk);
 	}
 	free(envv);
@@ -436,6 +492,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	switch (kind) {
 	case SBX_MSG_START:
 		on_start(n, m, body);
+		break;
+	case SBX_MSG_EGRESS:
+		on_egress(n, m, body);
 		break;
 	case SBX_MSG_DESTROY:
 		if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "sandbox_id", &id) < 0 || !sbx_id_valid(id)) {
@@ -611,6 +670,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->net.bridge = sbx_cfg_str(cfg, "net_bridge");
 	n->net.subnet = sbx_cfg_str(cfg, "net_subnet");
 	n->net.uplink_netns = sbx_cfg_str(cfg, "net_uplink_netns");
+	n->net.internal_ranges = sbx_cfg_str(cfg, "net_internal_ranges");
+	n->net.resolver = sbx_cfg_str(cfg, "net_resolver");
 	resolve_init_path(n);
 	n->sc.state_dir = sbx_cfg_str(cfg, "state_dir");
 	n->sc.runsc = sbx_cfg_str(cfg, "runsc_path");
@@ -655,6 +716,11 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	}
 	if (sbx_db_open(&n->db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (retried)", err.msg);
+	n->egress = egress_node_new(&n->net, n->ep, &n->db);
+	if (egress_forward_guard(&n->net, &err) < 0)
+		log_warnx("%s", err.msg);
+	if (!n->egress)
+		fatal("egress_node_new");
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
 		struct epoll_event evs[32];
@@ -677,6 +743,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		if (now >= n->next_orphans && !sbx_child_stop) {
 			node_register(n);
 			reap_orphans(n, n->next_orphans == 0);
+			egress_node_sync(n->egress, n->node_id);
+			{
+				sbx_err gerr = SBX_ERR_INIT;
+				if (egress_forward_guard(&n->net, &gerr) < 0)
+					log_warnx("%s", gerr.msg);
+			}
 			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
 		}
 		if (now >= n->next_liveness) {
@@ -688,6 +760,10 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			long long due = relay_tick(n->relay);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
+			/* and for the next allowed hostname to re-resolve */
+			due = egress_node_tick(n->egress);
+			if (due >= 0 && due < timeout)
+				timeout = (int)due + 1;
 		}
 		k = epoll_wait(n->ep, evs, 32, timeout);
 		reap_children(n);
@@ -696,6 +772,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 				struct signalfd_siginfo si;
 				while (read(n->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 					;
+			} else if (egress_node_owns(n->egress, evs[i].data.ptr)) {
+				egress_node_on_event(n->egress, evs[i].data.ptr);
 			} else if (relay_owns(n->relay, evs[i].data.ptr)) {
 				relay_on_event(n->relay, evs[i].data.ptr, evs[i].events);
 			} else if (evs[i].data.ptr) {
@@ -721,6 +799,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	egress_node_free(n->egress);
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);

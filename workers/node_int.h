@@ -9,6 +9,7 @@
 #include "db.h"
 #include "id.h"
 #include "mq.h"
+#include "egress_node.h"
 #include "net.h"
 #include "relay.h"
 #include "sandbox.h"
@@ -65,6 +66,7 @@ struct node {
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
 	bool announced;
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
+	struct egress_node *egress; /* policies in force, hostnames kept current, DNS forwarder */
 };
 
 /* node.c */

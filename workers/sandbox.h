@@ -35,6 +35,7 @@
 #include <sys/types.h>
 #include "err.h"
 #include "id.h"
+#include "egress_policy.h"
 #include "net.h"
 #include "settings.h"
 
@@ -45,6 +46,7 @@ struct sandbox_spec {
 	int memory_mb;
 	int disk_gb;
 	const char *const *env;   /* NULL-terminated "K=V" (the sandbox's default env) */
+	const struct sbx_egress *egress; /* put in force before the container starts; NULL: deny_all */
 };
 
 struct sandbox_paths {

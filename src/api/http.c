@@ -326,6 +326,7 @@ static const struct {
 	[SBX_R_SANDBOXES] = { .get = h_sandboxes_list, .post = h_sandboxes_create },
 	[SBX_R_SANDBOX] = { .get = h_sandbox_get, .del = h_sandbox_delete },
 	[SBX_R_SANDBOX_WAIT] = { .get = h_sandbox_wait },
+	[SBX_R_SANDBOX_EGRESS] = { .put = h_sandbox_egress },
 	[SBX_R_EXEC] = { .post = h_exec },
 	[SBX_R_CODE] = { .post = h_code },
 	[SBX_R_FILE] = { .get = h_file, .put = h_file, .del = h_file },

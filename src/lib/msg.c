@@ -21,6 +21,7 @@ static const struct {
 	[SBX_MSG_PROVISION] = { "provision", P },
 	[SBX_MSG_DESTROY] = { "destroy", P | N }, /* API -> provisioner -> node */
 	[SBX_MSG_START] = { "start", N },
+	[SBX_MSG_EGRESS] = { "egress", N },
 	[SBX_MSG_PONG] = { "pong", RE },
 	[SBX_MSG_PROVISIONED] = { "provisioned", RE },
 	[SBX_MSG_DESTROYED] = { "destroyed", RE },

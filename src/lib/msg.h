@@ -16,6 +16,7 @@ enum sbx_msg_kind {
 	SBX_MSG_PROVISION,
 	SBX_MSG_DESTROY,
 	SBX_MSG_START,
+	SBX_MSG_EGRESS, /* API -> node agent: a running sandbox's new egress policy */
 	/* control: a provisioner's replies ({ok, error?, code?, ...}) */
 	SBX_MSG_PONG,
 	SBX_MSG_PROVISIONED,
