@@ -37,6 +37,7 @@ struct eg_sb {
 	struct sbx_egress p;
 	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	long long due_ms; /* next re-resolution; 0: none (no hostnames) */
+	bool dirty;       /* resolved addresses not yet written to the record */
 };
 
 struct relay_slot {
@@ -123,12 +124,10 @@ static long long next_due(const struct eg_sb *s, long long now)
 	return due;
 }
 
-/* What the owner sees: {"host": ["addr", ...], ...}, in the record. */
-static void record_resolved(struct egress_node *e, const struct eg_sb *s)
+/* What the owner sees: {"host": ["addr", ...], ...}; malloc'd. */
+static char *resolved_json(const struct eg_sb *s)
 {
 	cleanup_json json_t *o = json_object();
-	cleanup_free char *str = NULL;
-	sbx_err err = SBX_ERR_INIT;
 
 	for (size_t i = 0; o && i < s->p.n; i++) {
 		json_t *arr;
@@ -143,10 +142,30 @@ static void record_resolved(struct egress_node *e, const struct eg_sb *s)
 		}
 		json_object_set_new(o, s->p.allow[i].host, arr);
 	}
-	str = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	if (str && sbx_db_query(e->db, NULL, &err, "UPDATE sandboxes SET egress_resolved = $2::jsonb WHERE id = $1", 2,
-				s->id, str) < 0)
+	return o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+/* ...written to the record. A row locked meanwhile (a switch in flight
+ * holds it while it waits for us) is skipped, never waited for: the
+ * write is retried at the next tick (dirty). */
+static void record_resolved(struct egress_node *e, struct eg_sb *s)
+{
+	cleanup_free char *str = resolved_json(s);
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	s->dirty = true;
+	if (!str)
+		return;
+	if (sbx_db_query(e->db, &r, &err,
+			 "UPDATE sandboxes SET egress_resolved = $2::jsonb WHERE id = "
+			 "(SELECT id FROM sandboxes WHERE id = $1 FOR UPDATE SKIP LOCKED) RETURNING id",
+			 2, s->id, str) < 0) {
 		log_warnx("sandbox %s: recording resolved hostnames: %s", s->id, err.msg);
+		return;
+	}
+	if (PQntuples(r) == 1)
+		s->dirty = false;
 }
 
 static void learn_ip(struct egress_node *e, struct eg_sb *s)
@@ -159,7 +178,8 @@ static void learn_ip(struct egress_node *e, struct eg_sb *s)
 		s->ip = ntohl(in.s_addr);
 }
 
-int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, sbx_err *err)
+int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
+		    sbx_err *err)
 {
 	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	struct eg_sb *s;
@@ -172,14 +192,19 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 	if (egress_apply_resolved(e->c, id, p, res, err) < 0)
 		return -1;
 	s = get(e, id);
-	if (!s)
+	if (!s) {
+		if (resolved)
+			*resolved = strdup("{}");
 		return 0; /* in force; only its refresh is lost */
+	}
 	s->pending = false;
 	s->p = *p;
 	memcpy(s->res, res, sizeof(res));
 	learn_ip(e, s);
 	s->due_ms = has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
-	if (has_hosts(p))
+	if (resolved)
+		*resolved = resolved_json(s);
+	else if (has_hosts(p))
 		record_resolved(e, s);
 	return 0;
 }
@@ -205,7 +230,7 @@ void egress_node_started(struct egress_node *e, const char *id)
 	if (has_hosts(&s->p)) {
 		/* the start process resolved them too; this learns the TTLs */
 		struct sbx_egress p = s->p;
-		if (egress_node_set(e, id, &p, &err) < 0)
+		if (egress_node_set(e, id, &p, NULL, &err) < 0)
 			log_warnx("sandbox %s: %s", id, err.msg);
 		return;
 	}
@@ -232,7 +257,7 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
 		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0) {
 			/* re-applied: what the record says is what is enforced */
-			if (egress_node_set(e, id, &p, &err) < 0)
+			if (egress_node_set(e, id, &p, NULL, &err) < 0)
 				log_warnx("sandbox %s: %s", id, err.msg);
 		}
 		json_decref(allow);
@@ -246,6 +271,10 @@ long long egress_node_tick(struct egress_node *e)
 	for (struct eg_sb *s = e->sbs; s; s = s->next) {
 		if (s->pending || !s->due_ms)
 			continue;
+		if (s->dirty)
+			record_resolved(e, s);
+		if (s->dirty && (next < 0 || next > 1000))
+			next = 1000;
 		if (s->due_ms <= now) {
 			static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 			sbx_err err = SBX_ERR_INIT;

@@ -20,8 +20,12 @@ struct egress_node *egress_node_new(const struct net_config *c, int ep, sbx_db *
 void egress_node_free(struct egress_node *e);
 
 /* Puts p in force for a running sandbox (egress_apply, hostnames resolved)
- * and keeps it: a switch. On failure the old policy stays, kept too. */
-int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, sbx_err *err);
+ * and keeps it. On failure the old policy stays, kept too. resolved: NULL
+ * to write what was resolved to the record (egress_resolved); else it is
+ * handed out instead ({"host": [...]}, malloc'd): a switch, whose record
+ * the API writes (it holds the row meanwhile). */
+int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
+		    sbx_err *err);
 /* A start's policy (put in force by the start process): kept as pending
  * until egress_node_started (start ok) or egress_node_forget. */
 void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p);

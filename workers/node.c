@@ -344,6 +344,7 @@ static void on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	static struct sbx_egress p;
 	const char *id = NULL;
+	cleanup_free char *resolved = NULL;
 	json_t *eg = NULL;
 	json_error_t jerr;
 	sbx_err err = SBX_ERR_INIT;
@@ -362,13 +363,14 @@ static void on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 							   "no such sandbox on this node"));
 		return;
 	}
-	if (egress_node_set(n->egress, id, &p, &err) < 0) {
+	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {
 		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
 		send_reply(n, m->reply_to, m->correlation_id,
 			   sbx_reply_fail(err.http == 400 ? "not_supported" : "egress_failed", err.msg));
 		return;
 	}
-	send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+	send_reply(n, m->reply_to, m->correlation_id,
+		   json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}"));
 }
 
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)

@@ -107,9 +107,7 @@ void h_sandbox_egress(struct api_req *r);
 /* mode + allow of a create or an egress switch: what this server can
  * enforce, or a 400 naming what it cannot */
 int api_egress_check(const char *mode, const json_t *allow, sbx_err *err);
-/* egress.resolved (extension): the addresses the node resolved for each
- * allowed hostname ({} without hostnames), added to a Sandbox object */
-void api_egress_add_resolved(struct api_req *r, const char *id, json_t *s);
+
 void h_exec(struct api_req *r);
 void h_code(struct api_req *r);
 void h_file(struct api_req *r);

@@ -25,19 +25,6 @@ int api_egress_check(const char *mode, const json_t *allow, sbx_err *err)
 	return sbx_egress_parse(mode, allow, &p, err);
 }
 
-void api_egress_add_resolved(struct api_req *r, const char *id, json_t *s)
-{
-	cleanup_pgres PGresult *res = NULL;
-	sbx_err err = SBX_ERR_INIT;
-	json_t *eg = json_object_get(s, "egress"), *v;
-
-	if (!json_is_object(eg) ||
-	    sbx_db_query(&r->ctx->db, &res, &err, "SELECT egress_resolved::text FROM sandboxes WHERE id = $1", 1, id) < 0 ||
-	    PQntuples(res) != 1)
-		return;
-	v = json_loads(PQgetvalue(res, 0, 0), 0, NULL);
-	json_object_set_new(eg, "resolved", v ? v : json_object());
-}
 
 static const struct sbx_jfield egress_body[] = {
 	{ "mode", SBX_J_STRING, true, 1, 16 },
@@ -46,7 +33,9 @@ static const struct sbx_jfield egress_body[] = {
 
 void h_sandbox_egress(struct api_req *r)
 {
-	static const char *const no_extra[] = { NULL };
+	/* the node's answer carries what it resolved: it cannot write the
+	 * record itself while we hold its row */
+	static const char *const extra[] = { "resolved", NULL };
 	cleanup_json json_t *body = NULL, *msg = NULL;
 	cleanup_pgres PGresult *res = NULL;
 	cleanup_free char *allow_s = NULL;
@@ -97,7 +86,7 @@ void h_sandbox_egress(struct api_req *r)
 	}
 	if (api_mq(r, &err) < 0 ||
 	    sbx_msg_call(r->ctx->mq, SBX_MSG_EGRESS, node, msg, (int)sbx_cfg_int(r->ctx->cfg, "rpc_timeout") * 1000,
-			 no_extra, &rep, &err) < 0) {
+			 extra, &rep, &err) < 0) {
 		log_warnx("sandbox %s: egress %s not confirmed by node %s: %s", r->m.id, mode, node, err.msg);
 		sbx_err_set(&err, 503, "egress_unconfirmed",
 			    "The node did not confirm the new egress policy; the sandbox keeps the one it shows");
@@ -115,9 +104,9 @@ void h_sandbox_egress(struct api_req *r)
 	PQclear(res);
 	res = NULL;
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
-			 "UPDATE sandboxes SET egress_mode = $2, egress_allow = $3::jsonb, block_outbound = ($2 = 'deny_all') "
-			 "WHERE id = $1",
-			 3, r->m.id, mode, allow_s) < 0 ||
+			 "UPDATE sandboxes SET egress_mode = $2, egress_allow = $3::jsonb, block_outbound = ($2 = 'deny_all'), "
+			 "egress_resolved = coalesce($4::jsonb, '{}') WHERE id = $1",
+			 4, r->m.id, mode, allow_s, sbx_reply_str(&rep, "resolved")) < 0 ||
 	    sbx_db_commit(&r->ctx->db, &err) < 0) {
 		/* the node enforces the new policy; the record lags: say so */
 		log_warnx("sandbox %s: egress %s in force but not recorded: %s", r->m.id, mode, err.msg);
@@ -131,7 +120,6 @@ void h_sandbox_egress(struct api_req *r)
 		goto fail;
 	s = api_json_from_row(res, 0, 0);
 	api_sandbox_public(r->ctx->cfg, s);
-	api_egress_add_resolved(r, r->m.id, s);
 	json_object_set_new(s, "network_updated", json_true());
 	api_send_data(r, 200, "Sandbox egress updated", s);
 	return;

@@ -152,7 +152,6 @@ void h_sandbox_get(struct api_req *r)
 		api_send_error(r, &err);
 		return;
 	}
-	api_egress_add_resolved(r, r->m.id, s);
 	api_send_data(r, 200, "Sandbox retrieved", s);
 }
 

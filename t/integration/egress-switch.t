@@ -28,15 +28,15 @@ pid0=$(sb_runsc state "$S" | jq -r .pid)
 # put MODE_JSON: PUT the policy; STATUS/BODY as req sets them.
 put() { req nginx PUT "/sandboxes/$S/egress" "$1"; }
 # send LINE: the sandbox's client writes LINE on its open connection.
-send() { sb_exec "$S" "echo $1 > /tmp/ll.fifo"; }
+send() { sb_exec "$S" "echo $1 > /dev/shm/ll.fifo"; }
 arrived() { grep -qx "$1" "$T_TMP/ll.log" 2> /dev/null; }
 
-sb_exec "$S" "mkfifo /tmp/ll.fifo"
+sb_exec "$S" "mkfifo /dev/shm/ll.fifo"
 client='import socket
 s = socket.create_connection(("192.0.2.10", 9000), timeout=5)
 s.settimeout(None)
 while True:
-    for line in open("/tmp/ll.fifo"):
+    for line in open("/dev/shm/ll.fifo"):
         s.sendall(line.encode())'
 req nginx POST "/sandboxes/$S/exec" "$(jq -nc --arg c "python3 -c '$client'" '{cmd:$c, background:true}')"
 is "$STATUS" 200 "a long-lived client runs in the background (TCP to 192.0.2.10:9000)"
