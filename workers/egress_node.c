@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include "cleanup.h"
@@ -42,7 +43,7 @@ struct eg_sb {
 
 struct relay_slot {
 	bool used;
-	uint16_t their_id;
+	uint16_t their_id, our_id;
 	struct sockaddr_in from;
 	long long until;
 };
@@ -342,10 +343,17 @@ static void relay_out(struct egress_node *e, uint8_t *q, size_t len, const struc
 		sl->their_id = (uint16_t)(q[0] << 8 | q[1]);
 		sl->from = *from;
 		sl->until = now + RELAY_MS;
-		/* our id: the slot, plus random high bits would be better; the
-		 * answer must also come from the resolver's address (connected) */
-		q[0] = (uint8_t)(k >> 8);
-		q[1] = (uint8_t)k;
+		/* our id: the slot in the low byte, a random high byte (the
+		 * answer must also come from the resolver: the socket is
+		 * connected) */
+		{
+			uint8_t rnd = 0;
+			if (getrandom(&rnd, 1, GRND_NONBLOCK) != 1)
+				rnd = (uint8_t)now;
+			sl->our_id = (uint16_t)(rnd << 8 | k);
+		}
+		q[0] = (uint8_t)(sl->our_id >> 8);
+		q[1] = (uint8_t)sl->our_id;
 		(void)send(e->up, q, len, 0);
 		return;
 	}
@@ -400,10 +408,8 @@ static void on_upstream(struct egress_node *e)
 		if (r < 12)
 			continue;
 		k = (uint16_t)(m[0] << 8 | m[1]);
-		if (k >= RELAY_SLOTS)
-			continue;
-		sl = &e->slots[k];
-		if (!sl->used || sl->until < sbx_now_ms())
+		sl = &e->slots[k % RELAY_SLOTS];
+		if (!sl->used || sl->our_id != k || sl->until < sbx_now_ms())
 			continue;
 		sl->used = false;
 		m[0] = (uint8_t)(sl->their_id >> 8);
