@@ -4,7 +4,8 @@
 # carry coverage and ASan/UBSan instrumentation; $(SBX_LIBS) resolves the rest.
 EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
 if FUZZING
-FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame
+FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame \
+	fuzz/fuzz_egress
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
 # the API's own body tables (src/api/bodies.c), so it checks exactly the API's rules
@@ -34,6 +35,13 @@ fuzz_fuzz_frame_SOURCES = fuzz/fuzz_frame.c src/lib/frame.c src/lib/err.c
 fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_frame_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_frame_LDADD = $(SBX_LIBS)
+
+# egress allow entries (API bodies) and DNS queries from sandboxes (the forwarder)
+fuzz_fuzz_egress_SOURCES = fuzz/fuzz_egress.c src/lib/egress_policy.c workers/dns.c src/lib/err.c src/lib/clock.c
+fuzz_fuzz_egress_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+fuzz_fuzz_egress_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_egress_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_egress_LDADD = $(SBX_LIBS)
 
 # Build just the fuzzers (not the daemons): make fuzz-targets
 fuzz-targets: $(FUZZ_TARGETS)

@@ -13,7 +13,8 @@ SBX_UNIT_TESTS = \
 	t/unit/sandbox_state_test \
 	t/unit/frame_test \
 	t/unit/chanauth_test \
-	t/unit/usage_test
+	t/unit/usage_test \
+	t/unit/egress_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)

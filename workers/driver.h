@@ -28,6 +28,8 @@ struct sandbox_rec {
 	char mount_path[256];
 	int volume_gb;
 	bool volume_create;
+	char egress_mode[16];    /* deny_all | open | restricted */
+	char *egress_allow_json; /* ["entry",...], malloc'd */
 };
 
 struct placement {

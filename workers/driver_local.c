@@ -20,7 +20,7 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	if (sbx_db_query(db, &r, err,
 			 "SELECT s.id, s.template, coalesce(s.node_id, ''), s.cpu, s.memory_mb, s.disk_gb, s.env::text, "
 			 "s.status, coalesce(v.id, ''), coalesce(s.mount_path, ''), coalesce(v.size_gb, 0), "
-			 "coalesce(v.created_for = s.id, false), s.placement_id "
+			 "coalesce(v.created_for = s.id, false), s.placement_id, s.egress_mode, s.egress_allow::text "
 			 "FROM sandboxes s LEFT JOIN volumes v ON v.attached_sandbox_id = s.id WHERE s.id = $1",
 			 1, id) < 0)
 		return -1;
@@ -40,13 +40,17 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	snprintf(out->mount_path, sizeof(out->mount_path), "%s", PQgetvalue(r, 0, 9));
 	out->volume_gb = atoi(PQgetvalue(r, 0, 10));
 	out->volume_create = PQgetvalue(r, 0, 11)[0] == 't';
-	return out->env_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
+	snprintf(out->egress_mode, sizeof(out->egress_mode), "%s", PQgetvalue(r, 0, 13));
+	out->egress_allow_json = strdup(PQgetvalue(r, 0, 14));
+	return out->env_json && out->egress_allow_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
 }
 
 void sandbox_rec_free(struct sandbox_rec *s)
 {
 	free(s->env_json);
 	s->env_json = NULL;
+	free(s->egress_allow_json);
+	s->egress_allow_json = NULL;
 }
 
 int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err)
@@ -87,15 +91,22 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 {
 	static const char *const extra[] = { "container_id", "placement_id", NULL };
 	const char *node = worker_node_id(d->cfg);
-	cleanup_json json_t *env = NULL, *body = NULL;
+	cleanup_json json_t *env = NULL, *body = NULL, *allow = NULL;
 	cleanup_reply struct sbx_reply rep = { 0 };
 	json_error_t jerr;
 	const char *cid, *plc;
 
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
-	body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:O}", "sandbox_id", s->id, "placement_id", s->placement_id,
-			 "template", s->template, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb", s->disk_gb, "env",
-			 env ? env : json_object());
+	allow = json_loads(s->egress_allow_json ? s->egress_allow_json : "[]", 0, &jerr);
+	if (!allow)
+		allow = json_array();
+	/* the policy goes with the start: the node puts it in force before the
+	 * container runs (or at a warm hand-over), or the start fails (never a
+	 * looser policy) */
+	body = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:O, s:{s:s, s:O}}", "sandbox_id", s->id, "placement_id",
+			 s->placement_id, "template", s->template, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb",
+			 s->disk_gb, "env", env ? env : json_object(), "egress", "mode",
+			 s->egress_mode[0] ? s->egress_mode : "deny_all", "allow", allow);
 	if (body && s->volume_id[0])
 		json_object_set_new(body, "volume",
 				    json_pack("{s:s, s:s, s:i, s:b}", "id", s->volume_id, "mount_path",

@@ -4,6 +4,8 @@ noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
 	workers/host.c workers/host.h \
 	workers/net.c workers/net.h \
+	workers/egress.c workers/egress.h \
+	workers/dns.c workers/dns.h \
 	workers/disk.c workers/disk.h \
 	workers/runsc.c workers/runsc.h \
 	workers/oci.c workers/oci.h \
@@ -17,7 +19,8 @@ sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
 	workers/node.c workers/node_int.h workers/node_health.c workers/node_volume.c workers/node_pause.c \
-	workers/pool.c workers/reaper.c
+	workers/pool.c workers/reaper.c \
+	workers/egress_node.c workers/egress_node.h
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "egress_policy.h"
 #include "err.h"
 #include "host.h"
 #include "id.h"
@@ -91,7 +92,7 @@ static const char *uplink(const struct net_config *c)
 	return c->uplink_netns && *c->uplink_netns ? c->uplink_netns : NULL;
 }
 
-static int nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err)
+int net_nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err)
 {
 	static const char *const argv[] = { "nft", "-f", "-", NULL };
 	cleanup_host_out struct host_out o = { 0 };
@@ -229,6 +230,21 @@ static int check_config(const struct net_config *c, struct subnet *sn, sbx_err *
 		if (access(p, F_OK) < 0)
 			return sbx_err_sys(err, "net_config", "uplink netns %s", p);
 	}
+	if (c->internal_ranges) {
+		/* they go into a ruleset: each must be an address or CIDR */
+		char r[64];
+		const char *p = c->internal_ranges;
+		while (*p) {
+			size_t n = strcspn(p, ", ");
+			struct sbx_egress_entry e;
+			if (n && (n >= sizeof(r) || (memcpy(r, p, n), r[n] = 0,
+						      sbx_egress_entry_parse(r, &e, err) < 0 || e.host[0] || e.port)))
+				return sbx_err_set(err, 500, "net_config", "internal range '%.*s' is not A.B.C.D[/LEN]",
+						   (int)(n > 60 ? 60 : n), p);
+			p += n;
+			p += strspn(p, ", ");
+		}
+	}
 	return parse_subnet(c->subnet, sn, err);
 }
 
@@ -311,6 +327,24 @@ static void each_element(json_t *root, void (*fn)(const char *ip, const char *ta
 	}
 }
 
+/* Is ip an element of the named set? */
+static bool set_has(json_t *root, const char *set, const char *ip)
+{
+	json_t *item, *e;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		json_t *st = json_object_get(item, "set");
+		const char *name = json_string_value(json_object_get(st, "name"));
+		if (!st || !name || strcmp(name, set) != 0)
+			continue;
+		json_array_foreach(json_object_get(st, "elem"), j, e)
+			if (json_is_string(e) && !strcmp(json_string_value(e), ip))
+				return true;
+	}
+	return false;
+}
+
 static void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
 {
 	json_t *item;
@@ -334,6 +368,26 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 
 	if (check_config(c, &sn, err) < 0)
 		return -1;
+	/* Forwarding, for open and restricted. Only in an uplink netns of our
+	 * own: the host's is the operator's to set (doc/network.md); without
+	 * it those sandboxes reach nothing, which is safe. */
+	if (uplink(c)) {
+		static const char *const fwd[] = { "sysctl", "-qw", "net.ipv4.ip_forward=1", NULL };
+		if (net_run_ok(uplink(c), fwd, NULL, &o, err) < 0)
+			return sbx_err_ctx(err, "node network setup");
+		host_out_free(&o);
+	} else {
+		char v = '0';
+		int fd = open("/proc/sys/net/ipv4/ip_forward", O_RDONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (read(fd, &v, 1) != 1)
+				v = '0';
+			close(fd);
+		}
+		if (v != '1')
+			log_warnx("net.ipv4.ip_forward is 0 on this host: open and restricted sandboxes reach nothing "
+				  "until an operator sets it to 1");
+	}
 	memcpy(show, show_fmt, sizeof(show));
 	show[6] = c->bridge;
 	if (net_run(uplink(c), show, NULL, &o, err) < 0)
@@ -370,7 +424,17 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		"add set " TABLE " blocked4 { type ipv4_addr; flags interval; }\n"
 		"add set " TABLE " blocked6 { type ipv6_addr; flags interval; }\n"
 		"add map " TABLE " " SB_MAP " { type ipv4_addr : verdict; }\n"
+		/* sandboxes whose egress is open or restricted (egress.c): the
+		 * only ones NATed out of the uplink */
+		"add set " TABLE " nat4 { type ipv4_addr; }\n"
+		/* the operator's internal ranges, blocked in every mode: a set
+		 * of their own (they may overlap the subnet and each other) */
+		"add set " TABLE " internal4 { type ipv4_addr; flags interval; auto-merge; }\n"
+		"flush set " TABLE " internal4\n"
+		"add chain " TABLE " postrouting { type nat hook postrouting priority srcnat; policy accept; }\n"
+		"flush chain " TABLE " postrouting\n"
 		"add chain " TABLE " node_allow\n"
+		"flush chain " TABLE " node_allow\n"
 		"add chain " TABLE " input { type filter hook input priority filter; policy accept; }\n"
 		"add chain " TABLE " forward { type filter hook forward priority filter; policy accept; }\n"
 		"flush chain " TABLE " input\n"
@@ -379,24 +443,43 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		"flush set " TABLE " blocked6\n"
 		/* Always blocked: link-local (cloud metadata) and the sandbox
 		 * subnet itself (other sandboxes, the gateway). */
-		"add element " TABLE " blocked4 { 169.254.0.0/16, %s/%d }\n"
+		"add element " TABLE " blocked4 { 0.0.0.0/8, 127.0.0.0/8, 169.254.0.0/16, 224.0.0.0/3, %s/%d }\n"
 		"add element " TABLE " blocked6 { fe80::/10, fd00:ec2::254 }\n"
 		/* A sandbox reaches the node itself only through node_allow
-		 * (empty until the egress work adds a resolver). */
+		 * (the DNS forwarder, below). */
 		"add rule " TABLE " input iifname \"%s\" jump node_allow\n"
 		"add rule " TABLE " input iifname \"%s\" counter drop\n"
 		"add rule " TABLE " forward iifname \"%s\" ip daddr @blocked4 counter drop\n"
+		"add rule " TABLE " forward iifname \"%s\" ip daddr @internal4 counter drop\n"
 		"add rule " TABLE " forward iifname \"%s\" ip6 daddr @blocked6 counter drop\n"
 		/* The source was checked on the veth (in_<id>), so it names the sandbox. */
 		"add rule " TABLE " forward iifname \"%s\" meta nfproto ipv4 ip saddr vmap @" SB_MAP "\n"
 		"add rule " TABLE " forward iifname \"%s\" counter drop\n"
-		"add rule " TABLE " forward oifname \"%s\" ct state established,related accept\n"
-		"add rule " TABLE " forward oifname \"%s\" counter drop\n",
+		/* what comes back is judged by the sandbox's allow chain too
+		 * (by the connection's original source: the sandbox), so a
+		 * switch holds for open connections in both directions */
+		"add rule " TABLE " forward oifname \"%s\" ct state established,related ct original ip saddr vmap @" SB_MAP "\n"
+		"add rule " TABLE " forward oifname \"%s\" counter drop\n"
+		"add rule " TABLE " postrouting ip saddr @nat4 oifname != \"%s\" masquerade\n"
+		/* the DNS forwarder on the gateway (egress_node.c), for the
+		 * sandboxes that may leave at all */
+		"add rule " TABLE " node_allow ip saddr @nat4 ip daddr %s udp dport 53 accept\n",
 		netstr, sn.len, c->bridge, c->bridge, c->bridge, c->bridge, c->bridge,
-		c->bridge, c->bridge, c->bridge);
+		c->bridge, c->bridge, c->bridge, c->bridge, c->bridge, sn.gw);
+	if (c->internal_ranges) {
+		/* the operator's internal ranges: blocked in every mode */
+		const char *p = c->internal_ranges;
+		while (*p) {
+			size_t n = strcspn(p, ", ");
+			if (n)
+				bprintf(&b, "add element " TABLE " internal4 { %.*s }\n", (int)n, p);
+			p += n;
+			p += strspn(p, ", ");
+		}
+	}
 	if (b.oom)
 		return sbx_err_set(err, 500, "net", "out of memory");
-	if (nft_apply(c, b.s, err) < 0)
+	if (net_nft_apply(c, b.s, err) < 0)
 		return sbx_err_ctx(err, "node network setup: nft table");
 	return 0;
 }
@@ -479,7 +562,7 @@ static bool netns_exists(const char *name)
 
 /* What of the table belongs to one sandbox (teardown). */
 struct owned {
-	char in[64], allow[64];
+	char in[64], allow[64], ip[16];
 	struct buf *b;
 	bool has_in, has_allow;
 };
@@ -488,8 +571,10 @@ static void owned_element(const char *ip, const char *target, void *arg)
 {
 	struct owned *o = arg;
 
-	if (strcmp(target, o->allow) == 0)
+	if (strcmp(target, o->allow) == 0) {
 		bprintf(o->b, "delete element " TABLE " " SB_MAP " { %s }\n", ip);
+		snprintf(o->ip, sizeof(o->ip), "%s", ip);
+	}
 }
 
 static void owned_chain(const char *name, void *arg)
@@ -577,6 +662,9 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 		snprintf(own.allow, sizeof(own.allow), CHAIN_ALLOW "%s", id);
 		if (what & T_ALLOW)
 			each_element(root, owned_element, &own);
+		/* its NAT membership (egress.c), when it has one */
+		if (own.ip[0] && set_has(root, "nat4", own.ip))
+			bprintf(&b, "delete element " TABLE " nat4 { %s }\n", own.ip);
 		each_chain(root, owned_chain, &own);
 		json_decref(root);
 		own.has_in = own.has_in && (what & T_IN);
@@ -588,7 +676,7 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 				own.allow);
 		if (b.oom)
 			return sbx_err_set(STEP_ERR, 500, "net", "out of memory");
-		if (b.len && nft_apply(c, b.s, STEP_ERR) < 0)
+		if (b.len && net_nft_apply(c, b.s, STEP_ERR) < 0)
 			rc = -1;
 	}
 	return rc;
@@ -621,7 +709,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 		"create chain " TABLE " " CHAIN_ALLOW "%s\n"
 		"add element " TABLE " " SB_MAP " { %s : jump " CHAIN_ALLOW "%s }\n",
 		sandbox_id, ns.ip, sandbox_id);
-	if (b.oom || nft_apply(c, b.s, err) < 0)
+	if (b.oom || net_nft_apply(c, b.s, err) < 0)
 		goto fail;
 	made |= T_ALLOW;
 
@@ -673,7 +761,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 		"add rule " TABLE " " CHAIN_IN "%s accept\n",
 		sandbox_id, ns.veth_host, sandbox_id, ns.mac, sandbox_id, sandbox_id, ns.ip, sandbox_id,
 		netstr, sn.len, sn.gw, sandbox_id);
-	if (b.oom || nft_apply(c, b.s, err) < 0)
+	if (b.oom || net_nft_apply(c, b.s, err) < 0)
 		goto fail;
 	made |= T_IN;
 
@@ -695,6 +783,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 		if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0)
 			goto fail;
 	}
+	snprintf(ns.gw, sizeof(ns.gw), "%s", sn.gw);
 	*out = ns;
 	return 0;
 
@@ -718,6 +807,40 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 	lock = net_lock(c, err);
 	if (lock < 0 || teardown(c, sandbox_id, &ns, T_ALL, err) < 0)
 		return sbx_err_ctx(err, "sandbox network destroy");
+	return 0;
+}
+
+struct find_ip {
+	char target[64];
+	char *out;
+	bool found;
+};
+
+static void find_ip_element(const char *ip, const char *target, void *arg)
+{
+	struct find_ip *f = arg;
+
+	if (!strcmp(target, f->target) && strlen(ip) < 16) {
+		snprintf(f->out, 16, "%s", ip);
+		f->found = true;
+	}
+}
+
+int net_sandbox_ip(const struct net_config *c, const char *sandbox_id, char out[16], sbx_err *err)
+{
+	struct find_ip f = { .out = out };
+	json_t *root = NULL;
+
+	if (!sbx_id_valid(sandbox_id))
+		return sbx_err_set(err, 400, "bad_id", "not a sandbox id");
+	snprintf(f.target, sizeof(f.target), CHAIN_ALLOW "%s", sandbox_id);
+	if (table_json(c, &root, err) < 0)
+		return -1;
+	if (root)
+		each_element(root, find_ip_element, &f);
+	json_decref(root);
+	if (!f.found)
+		return sbx_err_set(err, 404, "no_sandbox_net", "sandbox %s has no network on this node", sandbox_id);
 	return 0;
 }
 

@@ -12,6 +12,9 @@ struct net_config {
 	const char *bridge;       /* "sbx0" */
 	const char *subnet;       /* "10.213.0.0/16": gateway is the first host, on the bridge */
 	const char *uplink_netns; /* "" or NULL = the host's; else a named netns holding the bridge */
+	const char *internal_ranges; /* "CIDR,CIDR...": blocked in every mode (egress); NULL: none */
+	const char *resolver;        /* upstream DNS "A.B.C.D[:PORT]", asked from the uplink netns;
+	                              * NULL/"": the first nameserver of /etc/resolv.conf */
 };
 
 struct net_sandbox {
@@ -19,6 +22,7 @@ struct net_sandbox {
 	char veth_host[16]; /* "sbxh<first 9 hex of id>", on the bridge */
 	char ip[16];       /* the sandbox's address (eth0 inside the netns) */
 	char mac[18];      /* eth0's address, derived from the id */
+	char gw[16];       /* the gateway (the bridge's address): the sandbox's resolver */
 };
 
 /* Idempotent: the bridge with the gateway address, and the nft table's sets
@@ -39,6 +43,13 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
  * array of malloc'd strings (free with net_list_free), sorted, no duplicates. */
 int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err);
 void net_list_free(char **ids, size_t n);
+
+/* Applies one nft ruleset (`nft -f -`, one transaction) in the uplink
+ * netns: all of it or nothing (egress.c). */
+int net_nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err);
+/* The address a sandbox holds (its element in the sandboxes map); 404
+ * "no_sandbox_net" when it has none. */
+int net_sandbox_ip(const struct net_config *c, const char *sandbox_id, char out[16], sbx_err *err);
 
 /* Names derived from an id (24 lowercase hex); < 0 when the id is not one. */
 int net_names(const char *sandbox_id, struct net_sandbox *out, sbx_err *err);

@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "driver.h"
+#include "egress.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
@@ -212,6 +213,7 @@ static void op_done(struct node *n, struct op *o)
 	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
+			egress_node_started(n->egress, o->id);
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
@@ -221,6 +223,7 @@ static void op_done(struct node *n, struct op *o)
 			if (ok)
 				snprintf(msg, sizeof(msg), "the sandbox was destroyed while it started");
 			log_warnx("sandbox %s: start failed: %s (placement %s)", s ? s->sandbox_id : "?", msg, o->id);
+			egress_node_forget(n->egress, o->id);
 			if (s)
 				s->st = SB_FREE;
 			if (o->reply)
@@ -231,6 +234,7 @@ static void op_done(struct node *n, struct op *o)
 	} else {
 		if (ok) {
 			log_info("sandbox %s: destroyed%s%s", o->id, o->reason[0] ? ": " : "", o->reason);
+			egress_node_forget(n->egress, o->id);
 			if (s)
 				s->st = SB_FREE;
 		} else {
@@ -423,31 +427,83 @@ bool template_name_ok(const char *s)
 	return l >= 1 && l <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-._") == l && s[0] != '.';
 }
 
+/* {mode, allow} of a start or egress request (NULL: deny_all), strictly. */
+static int egress_unpack(json_t *eg, struct sbx_egress *out, sbx_err *err)
+{
+	const char *mode = "deny_all";
+	json_t *allow = NULL;
+	json_error_t jerr;
+
+	if (eg && json_unpack_ex(eg, &jerr, JSON_STRICT, "{s:s, s?o}", "mode", &mode, "allow", &allow) < 0)
+		return sbx_err_set(err, 400, "bad_request", "egress: %s", jerr.text);
+	return sbx_egress_parse(mode, allow, out, err);
+}
+
+/* Puts a running sandbox's new egress policy in force (one nft
+ * transaction, a few ms: done here, in the loop) and answers once it is. */
+static void on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	static struct sbx_egress p;
+	const char *id = NULL, *sid = NULL; /* the placement, its record */
+	cleanup_free char *resolved = NULL;
+	json_t *eg = NULL;
+	json_error_t jerr;
+	sbx_err err = SBX_ERR_INIT;
+	struct sb *s;
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:o}", "sandbox_id", &sid, "placement_id", &id, "egress",
+			   &eg) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || egress_unpack(eg, &p, &err) < 0) {
+		log_warnx("rejecting a malformed egress request: %s", err.msg[0] ? err.msg : jerr.text);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed egress request"));
+		return;
+	}
+	s = sb_find(n, id);
+	if (!s || s->st != SB_READY || s->pool || strcmp(s->sandbox_id, sid)) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("not_ready", s ? "the sandbox is not running on this node" :
+							   "no such sandbox on this node"));
+		return;
+	}
+	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {
+		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail(err.http == 400 ? "not_supported" : "egress_failed", err.msg));
+		return;
+	}
+	send_reply(n, m->reply_to, m->correlation_id,
+		   json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}"));
+}
+
 static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	const char *id, *sid, *tmpl, *vid = NULL, *mpath = NULL;
 	int cpu, mem, disk, vgb = 0, vcreate = 0;
-	json_t *env, *vol = NULL;
+	json_t *env, *vol = NULL, *eg = NULL;
 	json_error_t jerr;
 	char why[300];
 	struct sandbox_spec spec;
+	static struct sbx_egress egress; /* read by the start process (forked below) */
+	sbx_err eerr = SBX_ERR_INIT;
 	const char **envv = NULL;
 	size_t ne, k = 0;
 	const char *key;
 	json_t *v;
 	cleanup_free char *envbuf = NULL;
 
+	jerr.text[0] = 0;
 	/* id: the placement, which names everything of it here; sid: its record */
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o}", "sandbox_id", &sid,
-			   "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
-			   "env", &env, "volume", &vol) < 0 ||
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o, s?o}", "sandbox_id",
+			   &sid, "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
+			   "env", &env, "volume", &vol, "egress", &eg) < 0 ||
 	    (vol && json_unpack_ex(vol, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "id", &vid, "mount_path", &mpath,
 				   "size_gb", &vgb, "create", &vcreate) < 0) ||
 	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
 	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env) ||
 	    (vol && (!sbx_id_valid(vid) || mpath[0] != '/' || strlen(mpath) > 200 || strstr(mpath, "/..") ||
-		     vgb < 1 || vgb > 100000))) {
-		log_warnx("rejecting a malformed start request: %s", jerr.text);
+		     vgb < 1 || vgb > 100000)) ||
+	    egress_unpack(eg, &egress, &eerr) < 0) {
+		log_warnx("rejecting a malformed start request: %s", jerr.text[0] ? jerr.text : eerr.msg);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
 		return;
 	}
@@ -483,9 +539,11 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			return;
 		}
 	}
-	/* warm: a member that matches is handed over, and answers at once
-	 * (never to a create with a volume: a member has none mounted) */
-	if (!vol && pool_take(n, m, sid, tmpl, cpu, mem, disk))
+	/* warm: a member that matches is handed over, and answers at once;
+	 * never to a create with a volume (a member has none mounted), and
+	 * only with deny_all, the policy a member started with (any other is
+	 * put in force by the start process, before the container runs) */
+	if (!vol && egress.mode == SBX_EGRESS_DENY_ALL && pool_take(n, m, sid, tmpl, cpu, mem, disk))
 		return;
 	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0 ||
 	    (vid && vcreate && admit_volume(n, vgb, why, sizeof(why)) < 0)) {
@@ -525,6 +583,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.mount_path = mpath;
 	spec.volume_gb = vgb;
 	spec.volume_create = vcreate;
+	spec.egress = &egress;
 	{
 		struct sb *s = sb_add(n, id, SB_STARTING, mem, disk);
 		if (s)
@@ -535,6 +594,7 @@ static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 			send_reply(n, m->reply_to, m->correlation_id,
 				   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 		} else {
+			egress_node_pending(n->egress, id, &egress);
 			log_info("sandbox %s: starting as placement %s (%s, %d MB, %d GB)", sid, id, tmpl, mem, disk);
 			pool_trim(n); /* the pool gives up the room a create needs */
 		}
@@ -599,6 +659,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	switch (kind) {
 	case SBX_MSG_START:
 		on_start(n, m, body);
+		break;
+	case SBX_MSG_EGRESS:
+		on_egress(n, m, body);
 		break;
 	case SBX_MSG_DESTROY: {
 		const char *sid = NULL;
@@ -801,6 +864,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->net.bridge = sbx_cfg_str(cfg, "net_bridge");
 	n->net.subnet = sbx_cfg_str(cfg, "net_subnet");
 	n->net.uplink_netns = sbx_cfg_str(cfg, "net_uplink_netns");
+	n->net.internal_ranges = sbx_cfg_str(cfg, "net_internal_ranges");
+	n->net.resolver = sbx_cfg_str(cfg, "net_resolver");
 	resolve_init_path(n);
 	n->sc.state_dir = sbx_cfg_str(cfg, "state_dir");
 	n->sc.runsc = sbx_cfg_str(cfg, "runsc_path");
@@ -845,6 +910,11 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	}
 	if (sbx_db_open(&n->db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (retried)", err.msg);
+	n->egress = egress_node_new(&n->net, n->ep, &n->db);
+	if (egress_forward_guard(&n->net, &err) < 0)
+		log_warnx("%s", err.msg);
+	if (!n->egress)
+		fatal("egress_node_new");
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
 		struct epoll_event evs[32];
@@ -869,6 +939,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			reap_orphans(n, n->next_orphans == 0);
 			reap_volumes(n);
 			settle_pauses(n, n->next_orphans == 0);
+			egress_node_sync(n->egress, n->node_id);
+			{
+				sbx_err gerr = SBX_ERR_INIT;
+				if (egress_forward_guard(&n->net, &gerr) < 0)
+					log_warnx("%s", gerr.msg);
+			}
 			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
 		}
 		if (now >= n->next_liveness) {
@@ -882,6 +958,10 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			long long due = relay_tick(n->relay);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
+			/* and for the next allowed hostname to re-resolve */
+			due = egress_node_tick(n->egress);
+			if (due >= 0 && due < timeout)
+				timeout = (int)due + 1;
 		}
 		k = epoll_wait(n->ep, evs, 32, timeout);
 		reap_children(n);
@@ -890,6 +970,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 				struct signalfd_siginfo si;
 				while (read(n->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 					;
+			} else if (egress_node_owns(n->egress, evs[i].data.ptr)) {
+				egress_node_on_event(n->egress, evs[i].data.ptr);
 			} else if (relay_owns(n->relay, evs[i].data.ptr)) {
 				relay_on_event(n->relay, evs[i].data.ptr, evs[i].events);
 			} else if (evs[i].data.ptr) {
@@ -915,6 +997,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	egress_node_free(n->egress);
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);

@@ -11,6 +11,7 @@
 #include "mq.h"
 #include "msg.h"
 #include <jansson.h>
+#include "egress_node.h"
 #include "net.h"
 #include "relay.h"
 #include "sandbox.h"
@@ -82,6 +83,7 @@ struct node {
 	bool announced;
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
 	long long pool_retry_at; /* a pool start failed: no other before this (mono ms) */
+	struct egress_node *egress; /* policies in force, hostnames kept current, DNS forwarder */
 };
 
 /* node.c */

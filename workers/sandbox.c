@@ -38,6 +38,7 @@
 #include "disk.h"
 #include "err.h"
 #include "frame.h"
+#include "egress.h"
 #include "host.h"
 #include "log.h"
 #include "oci.h"
@@ -333,6 +334,30 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 
 /* ---- start ---------------------------------------------------------------------- */
 
+/* /etc/resolv.conf names the gateway, whatever the mode: the policy may
+ * change while the sandbox runs, and a file written from the host then would
+ * not be seen. The node's forwarder answers there (egress_node.c); under
+ * deny_all nothing does (input drops the query), so there is no resolver. */
+static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_err *err)
+{
+	cleanup_close int root = -1, etc = -1, fd = -1;
+	char line[64];
+	int n = snprintf(line, sizeof(line), "nameserver %s\noptions timeout:2 attempts:2\n", gw);
+
+	root = open(p->rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root >= 0)
+		etc = openat(root, "etc", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (etc < 0)
+		return sbx_err_sys(err, "sandbox", "open %s/etc", p->rootfs);
+	/* the template's may be a symlink (systemd-resolved): replaced */
+	if (unlinkat(etc, "resolv.conf", 0) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "remove %s/etc/resolv.conf", p->rootfs);
+	fd = openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, line, (size_t)n) != n)
+		return sbx_err_sys(err, "sandbox", "write %s/etc/resolv.conf", p->rootfs);
+	return 0;
+}
+
 /* A test's fault point: with fault_points on and state_dir/faults/POINT.armed
  * present, the start process writes its pid to faults/POINT.ID.pid and stops
  * itself, so the test kills it at exactly this point instead of racing it.
@@ -423,6 +448,12 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		goto fail;
 	step = "network";
 	if (net_sandbox_create(c->net, s->id, &ns, err) < 0)
+		goto fail;
+	/* fail closed: a policy that cannot be installed fails the start */
+	step = "egress";
+	if (write_resolv_conf(&p, ns.gw, err) < 0)
+		goto fail;
+	if (s->egress && egress_apply(c->net, s->id, s->egress, err) < 0)
 		goto fail;
 	step = "bundle";
 	if (oci_write_bundle(c, s, &p, image_env, key_hex, err) < 0)

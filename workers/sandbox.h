@@ -36,6 +36,7 @@
 #include <sys/types.h>
 #include "err.h"
 #include "id.h"
+#include "egress_policy.h"
 #include "net.h"
 #include "settings.h"
 
@@ -54,6 +55,7 @@ struct sandbox_spec {
 	const char *mount_path;
 	int volume_gb;
 	bool volume_create;
+	const struct sbx_egress *egress; /* put in force before the container starts; NULL: deny_all */
 };
 
 struct sandbox_paths {

@@ -129,6 +129,12 @@ void h_sandbox_delete(struct api_req *r);
 void h_sandbox_pause(struct api_req *r);
 void h_sandbox_resume(struct api_req *r);
 void h_sandbox_timeout(struct api_req *r);
+/* h_egress.c */
+void h_sandbox_egress(struct api_req *r);
+/* mode + allow of a create or an egress switch: what this server can
+ * enforce, or a 400 naming what it cannot */
+int api_egress_check(const char *mode, const json_t *allow, sbx_err *err);
+
 void h_exec(struct api_req *r);
 void h_code(struct api_req *r);
 void h_file(struct api_req *r);

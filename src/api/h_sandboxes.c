@@ -228,6 +228,8 @@ struct create_req {
 	long long persistent_gb;
 	const char *volume_id, *mount_path;
 	json_t *env, *metadata;
+	const char *egress_mode;
+	json_t *egress_allow; /* borrowed from the body; NULL: [] */
 };
 
 static bool printable(const char *s)
@@ -349,7 +351,9 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 				   "Memory limit exceeded: your plan allows at most %lld MB per sandbox",
 				   r->org.max_memory_mb);
 
-	/* egress: only deny_all until the egress work lands; never silently downgraded */
+	/* egress: blockOutbound true is deny_all, false is open; none: the
+	 * operator's default. Never silently downgraded: what cannot be
+	 * enforced is refused (400) or fails the create (503). */
 	{
 		json_t *bo = json_object_get(body, "blockOutbound");
 		const char *mode = egress ? sbx_json_str(egress, "mode", NULL) : NULL;
@@ -357,16 +361,14 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 			return sbx_err_set(err, 400, "invalid_field", "Use either egress or blockOutbound, not both");
 		if (bo && json_is_false(bo))
 			mode = "open";
+		if (bo && json_is_true(bo))
+			mode = "deny_all";
 		if (!mode)
 			mode = sbx_cfg_str(cfg, "default_egress");
-		if (strcmp(mode, "deny_all") && strcmp(mode, "open") && strcmp(mode, "restricted"))
-			return sbx_err_set(err, 400, "invalid_field", "egress.mode must be open, deny_all or restricted");
-		if (strcmp(mode, "deny_all") != 0)
-			return sbx_err_set(err, 400, "not_supported",
-					   "Egress mode '%s' is not available on this server yet; only deny_all is",
-					   mode);
-		if (egress && json_array_size(json_object_get(egress, "allow")) > 0)
-			return sbx_err_set(err, 400, "invalid_field", "egress.allow is only allowed with mode restricted");
+		c->egress_allow = egress ? json_object_get(egress, "allow") : NULL;
+		if (api_egress_check(mode, c->egress_allow, err) < 0)
+			return -1;
+		c->egress_mode = mode;
 	}
 
 	c->auto_destroy = sbx_json_bool(body, "autoDestroy", false);
@@ -520,7 +522,7 @@ void h_sandboxes_create(struct api_req *r)
 {
 	cleanup_json json_t *body = NULL;
 	cleanup_pgres PGresult *res = NULL;
-	cleanup_free char *env_s = NULL, *meta_s = NULL;
+	cleanup_free char *env_s = NULL, *meta_s = NULL, *allow_s = NULL;
 	struct create_req c = { 0 };
 	sbx_err err = SBX_ERR_INIT;
 	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16], tmpl[80];
@@ -545,6 +547,7 @@ void h_sandboxes_create(struct api_req *r)
 	snprintf(life, sizeof(life), "%lld", c.lifetime);
 	env_s = json_dumps(c.env ? c.env : json_object(), JSON_COMPACT);
 	meta_s = json_dumps(c.metadata ? c.metadata : json_object(), JSON_COMPACT);
+	allow_s = c.egress_allow && json_is_array(c.egress_allow) ? json_dumps(c.egress_allow, JSON_COMPACT) : NULL;
 
 	/* the concurrency limit and the insert are one decision per organisation */
 	if (sbx_db_begin(&r->ctx->db, &err) < 0)
@@ -569,12 +572,13 @@ void h_sandboxes_create(struct api_req *r)
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
 			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
 			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id, "
-			 "project_environment, snapshot_mode) "
+			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound) "
 			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
-			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18)",
-			 18, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18, "
+			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all')",
+			 20, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
-			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode) < 0 ||
+			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s) < 0 ||
 	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit(&r->ctx->db, &err) < 0)
 		goto fail;
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);

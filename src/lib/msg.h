@@ -20,6 +20,7 @@ enum sbx_msg_kind {
 	SBX_MSG_VOLUME_DELETE,
 	SBX_MSG_PAUSE,
 	SBX_MSG_RESUME,
+	SBX_MSG_EGRESS, /* API -> node agent: a running sandbox's new egress policy */
 	/* control: a provisioner's replies ({ok, error?, code?, ...}) */
 	SBX_MSG_PONG,
 	SBX_MSG_PROVISIONED,

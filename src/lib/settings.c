@@ -118,6 +118,12 @@ const struct sbx_setting sbx_settings[] = {
 	  "sandbox addresses; the gateway is the first address, on the bridge" },
 	{ "net_uplink_netns", SBX_ST_STR, "", 0, 0, 0, WRK,
 	  "named network namespace holding the bridge and its uplink; empty: the host's (tests use a private one)" },
+	{ "net_internal_ranges", SBX_ST_STR, "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10", 0, 0, 0, WRK,
+	  "IPv4 ranges (A.B.C.D/LEN, comma-separated) no sandbox may reach in any egress mode, besides "
+	  "link-local/metadata, the node's own addresses and other sandboxes (always blocked)" },
+	{ "net_resolver", SBX_ST_STR, "", 0, 0, 0, WRK,
+	  "DNS server (A.B.C.D[:PORT]) the node asks, from the uplink netns, for the hostnames of restricted "
+	  "sandboxes and for open sandboxes' queries; empty: the first nameserver of /etc/resolv.conf" },
 	{ "start_timeout", SBX_ST_SECS, "45", 2, 600, R, WRK,
 	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
 	{ "init_answer_ms", SBX_ST_INT, "4000", 100, 60000, R, WRK,

@@ -39,7 +39,7 @@ nft_unrule input "$h"
 
 # A public host: forward hook, per-sandbox allow chain.
 ! probe "sbx-$A" 192.0.2.10; ok $? "A cannot reach the public test host"
-h=$(nft_rule "allow_$A" ip daddr 192.0.2.10 accept)
+h=$(nft_rule "allow_$A" ct original ip daddr 192.0.2.10 accept) # both ways: replies go through it too
 probe "sbx-$A" 192.0.2.10; ok $? "...and succeeds with an allow rule in allow_<id>"
 ! probe "sbx-$B" 192.0.2.10; ok $? "A's allow rule does not open B"
 
@@ -49,7 +49,7 @@ spoof() { ip netns exec "sbx-$A" timeout 3 socat -u OPEN:/dev/null "TCP:192.0.2.
 ! spoof; ok $? "A cannot send from 10.213.0.250 (not its address)"
 like "$(in_up nft list chain inet sbx "in_$A" | grep 'ip saddr !=')" "packets [1-9]" "...dropped by the veth's source check"
 h1=$(nft_rule "in_$A" ip saddr 10.213.0.250 accept)
-h2=$(nft_rule forward ip saddr 10.213.0.250 accept)
+h2=$(nft_rule forward ct original ip saddr 10.213.0.250 accept)
 spoof; ok $? "...and the same connect succeeds when the source checks are bypassed"
 nft_unrule "in_$A" "$h1"; nft_unrule forward "$h2"
 in_sbx "$A" ip addr del 10.213.0.250/16 dev eth0
@@ -74,7 +74,7 @@ nft_unrule "allow_$B" "$hb"
 
 # Metadata: routed to the test host, always blocked in forward.
 ! probe "sbx-$A" 169.254.169.254; ok $? "A cannot reach 169.254.169.254 (routed to the test host)"
-h=$(nft_rule forward ip daddr 169.254.169.254 accept)
+h=$(nft_rule forward ct original ip daddr 169.254.169.254 accept)
 probe "sbx-$A" 169.254.169.254; ok $? "...and succeeds with a forward allow rule"
 nft_unrule forward "$h"
 

@@ -32,7 +32,7 @@ netctl_bin() {
 	local b=$SBX_BUILD/t/net/netctl own=$T_TMP/netctl s
 	if [ -x "$b" ]; then
 		local fresh=1
-		for s in "$SBX_REPO"/workers/{net,host}.[ch] "$SBX_REPO/t/net/netctl.c"; do
+		for s in "$SBX_REPO"/workers/{net,host,egress,dns}.[ch] "$SBX_REPO/t/net/netctl.c"; do
 			[ "$b" -nt "$s" ] || fresh=0
 		done
 		[ $fresh = 1 ] && { echo "$b"; return 0; }
@@ -40,7 +40,7 @@ netctl_bin() {
 	[ -f "$SBX_BUILD/src/lib/libsbx.a" ] || { echo "no $SBX_BUILD/src/lib/libsbx.a: build first" >&2; return 1; }
 	cc -O1 -g -Wall -Wextra -Werror -Wno-unused-parameter -I"$SBX_BUILD" -I"$SBX_REPO/src/lib" \
 		-I"$SBX_REPO/workers" -o "$own" "$SBX_REPO/t/net/netctl.c" "$SBX_REPO/workers/net.c" \
-		"$SBX_REPO/workers/host.c" "$SBX_REPO/src/lib/clock.c" "$SBX_BUILD/src/lib/libsbx.a" -ljansson >&2 || return 1
+		"$SBX_REPO/workers/egress.c" "$SBX_REPO/workers/dns.c" "$SBX_REPO/workers/host.c" "$SBX_REPO/src/lib/clock.c" "$SBX_BUILD/src/lib/libsbx.a" -ljansson >&2 || return 1
 	echo "$own"
 }
 NETCTL_BIN=$(netctl_bin) || bail "cannot build t/net/netctl"

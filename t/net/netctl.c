@@ -1,6 +1,8 @@
 /* Test driver for workers/net.c (t/integration/net-*.t):
- *   netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] setup|create ID|destroy ID|list
- * create prints "NETNS VETH IP MAC"; list prints one id a line. Errors go to
+ *   netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] [-i INTERNAL_RANGES]
+ *          setup|create ID|destroy ID|list|apply ID MODE [ENTRY...]
+ * create prints "NETNS VETH IP MAC"; list prints one id a line; apply puts
+ * an egress policy in force (workers/egress.c). Errors go to
  * stderr, once, and the exit status is 1. */
 #include "config.h"
 #include <stdio.h>
@@ -8,26 +10,29 @@
 #include <unistd.h>
 #include "err.h"
 #include "log.h"
+#include "egress.h"
 #include "net.h"
 
 static int usage(void)
 {
 	fprintf(stderr, "usage: netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] "
-			"setup|create ID|destroy ID|list\n");
+			"setup|create ID|destroy ID|list|apply ID MODE [ENTRY...]\n");
 	return 2;
 }
 
 int main(int argc, char **argv)
 {
-	struct net_config c = { "sbx0", "10.213.0.0/16", "" };
+	struct net_config c = { "sbx0", "10.213.0.0/16", "", NULL, NULL };
 	sbx_err err = SBX_ERR_INIT;
 	int opt, rc = -1;
 
-	while ((opt = getopt(argc, argv, "b:s:u:")) != -1) {
+	while ((opt = getopt(argc, argv, "b:s:u:i:r:")) != -1) {
 		switch (opt) {
 		case 'b': c.bridge = optarg; break;
 		case 's': c.subnet = optarg; break;
 		case 'u': c.uplink_netns = optarg; break;
+		case 'i': c.internal_ranges = optarg; break;
+		case 'r': c.resolver = optarg; break;
 		default: return usage();
 		}
 	}
@@ -54,6 +59,15 @@ int main(int argc, char **argv)
 				printf("%s\n", ids[i]);
 			net_list_free(ids, n);
 		}
+	} else if (strcmp(argv[0], "apply") == 0 && argc >= 3) {
+		static struct sbx_egress p;
+		json_t *allow = json_array();
+		for (int i = 3; i < argc; i++)
+			json_array_append_new(allow, json_string(argv[i]));
+		rc = sbx_egress_parse(argv[2], allow, &p, &err);
+		json_decref(allow);
+		if (rc == 0)
+			rc = egress_apply(&c, argv[1], &p, &err);
 	} else {
 		return usage();
 	}

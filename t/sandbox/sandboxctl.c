@@ -38,7 +38,7 @@
 #include "net.h"
 #include "sandbox.h"
 
-static struct net_config net = { "sbx0", "10.213.0.0/16", "" };
+static struct net_config net = { "sbx0", "10.213.0.0/16", "", NULL, NULL };
 static struct sandbox_node_cfg cfg = { NULL, "/usr/bin/runsc", "systrap", "", 2048, 16384, &net, 0, false };
 
 static int usage(void)

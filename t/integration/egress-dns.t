@@ -1,0 +1,87 @@
+#!/bin/bash
+# Hostnames in a restricted allow list: the node resolves them (at the
+# resolver the test runs on its test host, net_resolver) and allows exactly
+# those addresses; GET shows them (egress.resolved). Inside the sandbox,
+# /etc/resolv.conf names the gateway, whose forwarder answers an allowed
+# name with those addresses and refuses any other name (never asking
+# upstream for it); the allowed name works by name, a non-allowed name's
+# address does not. When the record changes, the node follows within its
+# TTL: the new address is allowed, the old one no longer is, and GET shows
+# it. An open sandbox resolves any name through the forwarder; a deny_all
+# sandbox resolves nothing. A switch to restricted with a hostname works on
+# a running sandbox too. Test world: egresslib.sh.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/egresslib.sh"
+
+plan 21
+
+eg_world || bail "cannot build the test namespaces"
+ZONE=$T_TMP/zone.json
+QLOG=$T_TMP/queries.log
+: > "$QLOG"
+echo '{"api.egress.test": ["198.51.100.20"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
+ip netns exec "$EPUB" python3 "$SBX_REPO/t/integration/dnsserver.py" 192.0.2.10 53 "$ZONE" "$QLOG" > /dev/null 2>&1 &
+EG_PIDS+=($!)
+wait_until 5 bash -c "ip netns exec $EPUB ss -lunH | grep -q '192.0.2.10:53 '"
+ok $? "the test's DNS server answers on 192.0.2.10:53"
+eg_use_world; r=$?; ok $r "the node agent runs its network in the test uplink $EUP, resolver 192.0.2.10"; [ $r = 0 ] || bail "the node agent did not come up in the test uplink"
+eg_org it-egress-dns
+
+# resolve ID NAME: what the sandbox's resolver says (getent), or "fail".
+resolve() {
+	local out
+	out=$(sb_exec "$1" "getent ahostsv4 $2 | awk '{print \$1; exit}'")
+	echo "${out:-fail}"
+}
+# byname ID NAME PORT: connects by name; the server's answer or "fail".
+byname() {
+	local out
+	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=3); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
+	echo "${out:-fail}"
+}
+resolved_of() { req nginx GET "/sandboxes/$1" > /dev/null; j -c '.data.egress.resolved'; }
+
+eg_new '{"mode":"restricted","allow":["api.egress.test:8080"]}'
+R=$SB_ID
+is "$STATUS $(j -c .data.egress.allow)" '201 ["api.egress.test:8080"]' "restricted with a hostname: 201"
+is "$(resolved_of "$R")" '{"api.egress.test":["198.51.100.20"]}' "GET shows the address the node resolved"
+is "$(resolve "$R" api.egress.test)" 198.51.100.20 "inside, the allowed name resolves (the gateway's forwarder)"
+is "$(byname "$R" api.egress.test 8080)" web "...and is reachable by name"
+is "$(tcp "$R" 198.51.100.20 8081)" fail "...but not on another port"
+: > "$QLOG"
+is "$(resolve "$R" other.egress.test)" fail "a name not allowed does not resolve"
+is "$(grep -c '^other' "$QLOG")" 0 "...and was never asked upstream"
+is "$(tcp "$R" 203.0.113.30 8080)" fail "that name's address is not reachable"
+
+# the record changes: the node follows within its TTL
+echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
+wait_until 40 bash -c "[ \"\$(curl -sS --cacert '$SBX_CACERT' -H '$REQ_AUTH' '$SBX_URL/sandboxes/$R' | jq -c .data.egress.resolved)\" = '{\"api.egress.test\":[\"203.0.113.30\"]}' ]"
+ok $? "the record changed: GET shows the new address"
+is "$(tcp "$R" 203.0.113.30 8080)" web "...the new address is reachable"
+is "$(tcp "$R" 198.51.100.20 8080)" fail "...the old one no longer is"
+is "$(resolve "$R" api.egress.test)" 203.0.113.30 "...and the name resolves to it inside"
+
+# open and deny_all
+eg_new '{"mode":"open"}'
+O=$SB_ID
+is "$(resolve "$O" other.egress.test)" 203.0.113.30 "open: any name resolves (forwarded)"
+is "$(resolve "$O" nope.egress.test)" fail "open: a name that does not exist does not"
+eg_new '{"mode":"deny_all"}'
+D=$SB_ID
+is "$(resolve "$D" api.egress.test)" fail "deny_all: nothing resolves"
+is "$(resolve "$D" deny-$$.egress.test) $(grep -c "^deny-$$" "$QLOG")" "fail 0" \
+	"...not even a name of its own, which was never asked upstream"
+
+# a switch to a hostname on a running sandbox
+req nginx PUT "/sandboxes/$O/egress" '{"mode":"restricted","allow":["other.egress.test"]}'
+is "$STATUS $(j -c .data.egress.resolved)" '200 {"other.egress.test":["203.0.113.30"]}' \
+	"open -> restricted with a hostname: 200, resolved shown"
+is "$(tcp "$O" 203.0.113.30 8081) $(tcp "$O" 198.51.100.20 8080)" "other-port fail" \
+	"...its address (any port) answers, others do not"
+
+# destroy: nothing left
+for id in "$R" "$O" "$D"; do req nginx DELETE "/sandboxes/$id" > /dev/null; done
+wait_until 30 sb_gone "$R" "$O" "$D"
+is "$(eg_nft_of "$R")$(eg_nft_of "$O")$(eg_nft_of "$D")" "$(printf '\n\n\n')" "after destroy nothing of them is left in the uplink"
+
+finish

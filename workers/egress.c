@@ -1,0 +1,231 @@
+/* Egress rules of one sandbox (egress.h, doc/network.md).
+ *
+ * Every packet a sandbox sends goes through forward's vmap to its chain
+ * allow_<id>, and so does every packet coming back (matched by the
+ * connection's original source): the chain decides both directions, per
+ * packet, so a switch holds for connections that are already open too (no
+ * conntrack flush needed, and none can be missed). Rules match the
+ * connection's original destination (`ct original ip daddr`), which is the
+ * remote host in both directions. What is blocked in every mode (metadata,
+ * the sandbox subnet, the operator's internal ranges; the node itself in
+ * input) is dropped before the vmap, so no allow rule can open it. */
+#include "config.h"
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "egress_policy.h"
+#include "host.h"
+#include "log.h"
+#include "net.h"
+#include "id.h"
+#include "egress.h"
+
+#define TABLE "inet sbx"
+
+struct sbuf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+
+static void sprintf_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sprintf_add(struct sbuf *b, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (b->oom)
+		return;
+	for (;;) {
+		size_t room = b->cap - b->len;
+		va_start(ap, fmt);
+		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = true;
+			return;
+		}
+		if ((size_t)n < room) {
+			b->len += (size_t)n;
+			return;
+		}
+		char *p = realloc(b->s, (b->cap + (size_t)n + 1) * 2);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->s = p;
+		b->cap = (b->cap + (size_t)n + 1) * 2;
+	}
+}
+
+static void ip4(uint32_t a, char out[16])
+{
+	struct in_addr in = { htonl(a) };
+	inet_ntop(AF_INET, &in, out, 16);
+}
+
+/* "ct original ip daddr X" for an entry: its CIDR, or the set of its
+ * hostname's addresses ("" when it has none: no rule) */
+static void entry_dst(struct sbuf *b, const struct sbx_egress_entry *e, const struct dns_addrs *r)
+{
+	char a[16];
+
+	if (!e->host[0]) {
+		ip4(e->net, a);
+		sprintf_add(b, "%s/%d", a, e->len);
+		return;
+	}
+	sprintf_add(b, "{ ");
+	for (size_t i = 0; r && i < r->n; i++) {
+		ip4(r->a[i], a);
+		sprintf_add(b, "%s%s", i ? ", " : "", a);
+	}
+	sprintf_add(b, " }");
+}
+
+char *egress_ruleset(const char *id, const char *ip, const struct sbx_egress *p, const struct dns_addrs *res,
+		     sbx_err *err)
+{
+	struct sbuf b = { 0 };
+
+	if (!sbx_id_valid(id)) {
+		sbx_err_set(err, 400, "bad_id", "not a sandbox id");
+		return NULL;
+	}
+	sprintf_add(&b, "flush chain " TABLE " allow_%s\n", id);
+	switch (p->mode) {
+	case SBX_EGRESS_DENY_ALL:
+		break;
+	case SBX_EGRESS_OPEN:
+		sprintf_add(&b, "add rule " TABLE " allow_%s counter accept\n", id);
+		break;
+	case SBX_EGRESS_RESTRICTED:
+		for (size_t i = 0; i < p->n; i++) {
+			const struct sbx_egress_entry *e = &p->allow[i];
+			const struct dns_addrs *r = res ? &res[i] : NULL;
+			if (e->host[0] && (!r || r->n == 0))
+				continue; /* not resolved (yet): allows nothing */
+			if (!e->port) {
+				sprintf_add(&b, "add rule " TABLE " allow_%s ct original ip daddr ", id);
+				entry_dst(&b, e, r);
+				sprintf_add(&b, " counter accept\n");
+				continue;
+			}
+			/* a port: the remote's port is the destination going out and
+			 * the source coming back */
+			sprintf_add(&b, "add rule " TABLE " allow_%s ct direction original ip daddr ", id);
+			entry_dst(&b, e, r);
+			sprintf_add(&b, " meta l4proto { tcp, udp } th dport %d counter accept\n", e->port);
+			sprintf_add(&b, "add rule " TABLE " allow_%s ct direction reply ip saddr ", id);
+			entry_dst(&b, e, r);
+			sprintf_add(&b, " meta l4proto { tcp, udp } th sport %d counter accept\n", e->port);
+		}
+		break;
+	}
+	/* NAT out of the uplink only for sandboxes that may leave at all; add
+	 * then delete is a delete that does not fail when it is absent. */
+	sprintf_add(&b, "add element " TABLE " nat4 { %s }\n", ip);
+	if (p->mode == SBX_EGRESS_DENY_ALL)
+		sprintf_add(&b, "delete element " TABLE " nat4 { %s }\n", ip);
+	if (b.oom) {
+		free(b.s);
+		sbx_err_set(err, 500, "nomem", "out of memory");
+		return NULL;
+	}
+	return b.s;
+}
+
+int egress_forward_guard(const struct net_config *c, sbx_err *err)
+{
+	const char *netns = c->uplink_netns && *c->uplink_netns ? c->uplink_netns : NULL;
+	static const char *const show[] = { "iptables", "-w", "5", "-S", "FORWARD", NULL };
+	struct host_run_opts ro = HOST_RUN_OPTS("net");
+	cleanup_host_out struct host_out o = { 0 };
+	char tool[256];
+
+	if (!host_tool("iptables", tool, sizeof(tool)))
+		return 0;
+	ro.netns = netns;
+	if (host_run(show, &ro, &o, err) < 0)
+		return -1;
+	if (o.status != 0 || !o.out || !strstr(o.out, "-P FORWARD DROP"))
+		return 0;
+	for (int dir = 0; dir < 2; dir++) {
+		const char *flag = dir ? "-o" : "-i";
+		const char *check[] = { "iptables", "-w", "5", "-C", "FORWARD", flag, c->bridge, "-j", "ACCEPT", NULL };
+		const char *insert[] = { "iptables", "-w", "5", "-I", "FORWARD", "1", flag, c->bridge, "-j", "ACCEPT", NULL };
+		host_out_free(&o);
+		if (host_run(check, &ro, &o, err) < 0)
+			return -1;
+		if (o.status == 0)
+			continue;
+		host_out_free(&o);
+		if (host_run_ok("iptables FORWARD", insert, &ro, &o, err) < 0)
+			return -1;
+		log_info("iptables FORWARD policy is DROP (a Docker engine?): %s %s accepted there, sbx's own rules decide",
+			 flag, c->bridge);
+	}
+	return 0;
+}
+
+int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struct dns_addrs *res, sbx_err *err)
+{
+	const char *names[SBX_EGRESS_MAX_ALLOW];
+	size_t idx[SBX_EGRESS_MAX_ALLOW], n = 0;
+	struct dns_addrs out[SBX_EGRESS_MAX_ALLOW];
+	struct sockaddr_in up;
+
+	if (p->mode != SBX_EGRESS_RESTRICTED)
+		return 0;
+	for (size_t i = 0; i < p->n; i++)
+		if (p->allow[i].host[0]) {
+			names[n] = p->allow[i].host;
+			idx[n++] = i;
+		}
+	if (n == 0)
+		return 0;
+	if (dns_upstream(c->resolver, &up, err) < 0 ||
+	    dns_resolve(c->uplink_netns, &up, names, n, out, 2000, err) < 0)
+		return sbx_err_ctx(err, "resolving the allowed hostnames");
+	for (size_t k = 0; k < n; k++)
+		res[idx[k]] = out[k];
+	return 0;
+}
+
+int egress_apply(const struct net_config *c, const char *id, const struct sbx_egress *p, sbx_err *err)
+{
+	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+
+	memset(res, 0, sizeof(res));
+	/* a resolver that cannot be asked leaves the names unresolved (they
+	 * allow nothing): never a reason to keep a looser policy */
+	if (egress_resolve(c, p, res, err) < 0) {
+		log_warnx("sandbox %s: %s", id, err->msg);
+		sbx_err_clear(err);
+	}
+	return egress_apply_resolved(c, id, p, res, err);
+}
+
+int egress_apply_resolved(const struct net_config *c, const char *id, const struct sbx_egress *p,
+			  const struct dns_addrs *res, sbx_err *err)
+{
+	char ip[16];
+	char *rs;
+	int rc;
+
+	if (net_sandbox_ip(c, id, ip, err) < 0)
+		return sbx_err_ctx(err, "egress %s", sbx_egress_mode_name(p->mode));
+	rs = egress_ruleset(id, ip, p, res, err);
+	if (!rs)
+		return sbx_err_ctx(err, "egress %s", sbx_egress_mode_name(p->mode));
+	rc = net_nft_apply(c, rs, err);
+	free(rs);
+	if (rc < 0)
+		return sbx_err_ctx(err, "egress %s: the rules could not be installed", sbx_egress_mode_name(p->mode));
+	log_info("sandbox %s: egress %s in force (%zu entries)", id, sbx_egress_mode_name(p->mode), p->n);
+	return 0;
+}

@@ -1,0 +1,507 @@
+/* The node agent's egress state and DNS forwarder (egress_node.h).
+ *
+ * The forwarder listens on the gateway address, UDP 53, in the uplink
+ * netns; input lets only open and restricted sandboxes reach it (node_allow,
+ * by nat4 membership). A query is answered by who sent it (its source
+ * address, checked on the veth): restricted -> an allowed name gets the
+ * addresses the node resolved for it (the ones its rules allow), any other
+ * name REFUSED; open -> relayed to the node's resolver; anyone else ->
+ * REFUSED. */
+#include "config.h"
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "clock.h"
+#include "dns.h"
+#include "egress.h"
+#include "egress_node.h"
+#include "id.h"
+#include "json.h"
+#include "log.h"
+
+#define RELAY_SLOTS 256
+#define RELAY_MS 5000
+
+struct eg_sb {
+	struct eg_sb *next;
+	char id[SBX_ID_LEN + 1];
+	uint32_t ip; /* host order; 0: unknown yet */
+	bool pending; /* a start's, not in force yet */
+	struct sbx_egress p;
+	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+	long long due_ms; /* next re-resolution; 0: none (no hostnames) */
+	bool dirty;       /* resolved addresses not yet written to the record */
+};
+
+struct relay_slot {
+	bool used;
+	uint16_t their_id, our_id;
+	struct sockaddr_in from;
+	long long until;
+};
+
+struct egress_node {
+	const struct net_config *c;
+	sbx_db *db;
+	int ep;
+	int srv, up;         /* the forwarder: listening socket, socket to the resolver */
+	char srv_tag, up_tag; /* epoll data.ptr of each */
+	struct sockaddr_in upstream;
+	struct eg_sb *sbs;
+	struct relay_slot slots[RELAY_SLOTS];
+	uint16_t next_slot;
+};
+
+static struct eg_sb *find(struct egress_node *e, const char *id)
+{
+	for (struct eg_sb *s = e->sbs; s; s = s->next)
+		if (!strcmp(s->id, id))
+			return s;
+	return NULL;
+}
+
+static struct eg_sb *find_ip(struct egress_node *e, uint32_t ip)
+{
+	for (struct eg_sb *s = e->sbs; s; s = s->next)
+		if (s->ip == ip && !s->pending)
+			return s;
+	return NULL;
+}
+
+static struct eg_sb *get(struct egress_node *e, const char *id)
+{
+	struct eg_sb *s = find(e, id);
+
+	if (s)
+		return s;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	snprintf(s->id, sizeof(s->id), "%s", id);
+	s->next = e->sbs;
+	e->sbs = s;
+	return s;
+}
+
+void egress_node_forget(struct egress_node *e, const char *id)
+{
+	for (struct eg_sb **pp = &e->sbs; *pp; pp = &(*pp)->next)
+		if (!strcmp((*pp)->id, id)) {
+			struct eg_sb *s = *pp;
+			*pp = s->next;
+			free(s);
+			return;
+		}
+}
+
+static bool has_hosts(const struct sbx_egress *p)
+{
+	for (size_t i = 0; p->mode == SBX_EGRESS_RESTRICTED && i < p->n; i++)
+		if (p->allow[i].host[0])
+			return true;
+	return false;
+}
+
+/* When the first of s's names runs out. */
+static long long next_due(const struct eg_sb *s, long long now)
+{
+	long long due = 0;
+
+	for (size_t i = 0; i < s->p.n; i++) {
+		if (!s->p.allow[i].host[0])
+			continue;
+		long long d = now + (long long)s->res[i].ttl * 1000;
+		if (!due || d < due)
+			due = d;
+	}
+	return due;
+}
+
+/* What the owner sees: {"host": ["addr", ...], ...}; malloc'd. */
+static char *resolved_json(const struct eg_sb *s)
+{
+	cleanup_json json_t *o = json_object();
+
+	for (size_t i = 0; o && i < s->p.n; i++) {
+		json_t *arr;
+		char a[16];
+		if (!s->p.allow[i].host[0])
+			continue;
+		arr = json_array();
+		for (size_t k = 0; k < s->res[i].n; k++) {
+			struct in_addr in = { htonl(s->res[i].a[k]) };
+			inet_ntop(AF_INET, &in, a, sizeof(a));
+			json_array_append_new(arr, json_string(a));
+		}
+		json_object_set_new(o, s->p.allow[i].host, arr);
+	}
+	return o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+}
+
+/* ...written to the record. A row locked meanwhile (a switch in flight
+ * holds it while it waits for us) is skipped, never waited for: the
+ * write is retried at the next tick (dirty). */
+static void record_resolved(struct egress_node *e, struct eg_sb *s)
+{
+	cleanup_free char *str = resolved_json(s);
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	s->dirty = true;
+	if (!str)
+		return;
+	if (sbx_db_query(e->db, &r, &err,
+			 "UPDATE sandboxes SET egress_resolved = $2::jsonb WHERE id = "
+			 "(SELECT id FROM sandboxes WHERE placement_id = $1 FOR UPDATE SKIP LOCKED) RETURNING id",
+			 2, s->id, str) < 0) {
+		log_warnx("sandbox %s: recording resolved hostnames: %s", s->id, err.msg);
+		return;
+	}
+	if (PQntuples(r) == 1)
+		s->dirty = false;
+}
+
+static void learn_ip(struct egress_node *e, struct eg_sb *s)
+{
+	char ip[16];
+	sbx_err err = SBX_ERR_INIT;
+	struct in_addr in;
+
+	if (net_sandbox_ip(e->c, s->id, ip, &err) == 0 && inet_pton(AF_INET, ip, &in) == 1)
+		s->ip = ntohl(in.s_addr);
+}
+
+int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
+		    sbx_err *err)
+{
+	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+	struct eg_sb *s;
+
+	memset(res, 0, sizeof(res));
+	if (egress_resolve(e->c, p, res, err) < 0) {
+		log_warnx("sandbox %s: %s (its hostnames allow nothing until they resolve)", id, err->msg);
+		sbx_err_clear(err);
+	}
+	if (egress_apply_resolved(e->c, id, p, res, err) < 0)
+		return -1;
+	s = get(e, id);
+	if (!s) {
+		if (resolved)
+			*resolved = strdup("{}");
+		return 0; /* in force; only its refresh is lost */
+	}
+	s->pending = false;
+	s->p = *p;
+	memcpy(s->res, res, sizeof(res));
+	learn_ip(e, s);
+	s->due_ms = has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
+	if (resolved)
+		*resolved = resolved_json(s);
+	else if (has_hosts(p))
+		record_resolved(e, s);
+	return 0;
+}
+
+void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p)
+{
+	struct eg_sb *s = get(e, id);
+
+	if (!s)
+		return;
+	s->pending = true;
+	s->p = *p;
+	s->due_ms = 0;
+}
+
+void egress_node_started(struct egress_node *e, const char *id)
+{
+	struct eg_sb *s = find(e, id);
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!s || !s->pending)
+		return;
+	if (has_hosts(&s->p)) {
+		/* the start process resolved them too; this learns the TTLs */
+		struct sbx_egress p = s->p;
+		if (egress_node_set(e, id, &p, NULL, &err) < 0)
+			log_warnx("sandbox %s: %s", id, err.msg);
+		return;
+	}
+	s->pending = false;
+	learn_ip(e, s);
+}
+
+void egress_node_sync(struct egress_node *e, const char *node_id)
+{
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (sbx_db_query(e->db, &r, &err,
+			 "SELECT placement_id, egress_mode, egress_allow::text FROM sandboxes WHERE node_id = $1 "
+			 "AND status = 'ready'",
+			 1, node_id) < 0)
+		return;
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *id = PQgetvalue(r, i, 0);
+		json_error_t jerr;
+		json_t *allow;
+		static struct sbx_egress p;
+		if (find(e, id))
+			continue;
+		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
+		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0) {
+			/* re-applied: what the record says is what is enforced */
+			if (egress_node_set(e, id, &p, NULL, &err) < 0)
+				log_warnx("sandbox %s: %s", id, err.msg);
+		}
+		json_decref(allow);
+	}
+}
+
+long long egress_node_tick(struct egress_node *e)
+{
+	long long now = sbx_now_ms(), next = -1;
+
+	for (struct eg_sb *s = e->sbs; s; s = s->next) {
+		if (s->pending || !s->due_ms)
+			continue;
+		if (s->dirty)
+			record_resolved(e, s);
+		if (s->dirty && (next < 0 || next > 1000))
+			next = 1000;
+		if (s->due_ms <= now) {
+			static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+			sbx_err err = SBX_ERR_INIT;
+			bool changed = false;
+			memcpy(res, s->res, sizeof(res));
+			if (egress_resolve(e->c, &s->p, res, &err) < 0) {
+				log_warnx("sandbox %s: %s", s->id, err.msg);
+				s->due_ms = now + DNS_NEG_TTL * 1000;
+				continue;
+			}
+			for (size_t i = 0; i < s->p.n; i++) {
+				if (!s->p.allow[i].host[0])
+					continue;
+				if (res[i].rcode == -1) {
+					/* no answer in time: keep what is in force, ask again soon */
+					res[i] = s->res[i];
+					res[i].ttl = DNS_TTL_MIN;
+					continue;
+				}
+				if (res[i].n != s->res[i].n || memcmp(res[i].a, s->res[i].a, res[i].n * sizeof(res[i].a[0])))
+					changed = true;
+			}
+			if (changed) {
+				if (egress_apply_resolved(e->c, s->id, &s->p, res, &err) < 0) {
+					log_warnx("sandbox %s: hostnames changed, rules not updated: %s", s->id, err.msg);
+					s->due_ms = now + DNS_TTL_MIN * 1000;
+					continue;
+				}
+				memcpy(s->res, res, sizeof(res));
+				record_resolved(e, s);
+				log_info("sandbox %s: allowed hostnames re-resolved, rules updated", s->id);
+			} else {
+				memcpy(s->res, res, sizeof(res));
+			}
+			s->due_ms = next_due(s, now);
+		}
+		if (s->due_ms && (next < 0 || s->due_ms - now < next))
+			next = s->due_ms > now ? s->due_ms - now : 0;
+	}
+	return next;
+}
+
+/* ---- the forwarder ---- */
+
+static void answer(struct egress_node *e, const uint8_t *q, size_t qend, uint16_t qtype, int rcode,
+		   const struct dns_addrs *a, const struct sockaddr_in *to)
+{
+	uint8_t out[1500];
+	int len = dns_build_answer(q, qend, rcode, a, qtype, out, sizeof(out));
+
+	if (len > 0)
+		(void)sendto(e->srv, out, (size_t)len, 0, (const struct sockaddr *)to, sizeof(*to));
+}
+
+static void relay_out(struct egress_node *e, uint8_t *q, size_t len, const struct sockaddr_in *from)
+{
+	long long now = sbx_now_ms();
+
+	for (int tries = 0; tries < RELAY_SLOTS; tries++) {
+		uint16_t k = (uint16_t)(e->next_slot++ % RELAY_SLOTS);
+		struct relay_slot *sl = &e->slots[k];
+		if (sl->used && sl->until > now)
+			continue;
+		sl->used = true;
+		sl->their_id = (uint16_t)(q[0] << 8 | q[1]);
+		sl->from = *from;
+		sl->until = now + RELAY_MS;
+		/* our id: the slot in the low byte, a random high byte (the
+		 * answer must also come from the resolver: the socket is
+		 * connected) */
+		{
+			uint8_t rnd = 0;
+			if (getrandom(&rnd, 1, GRND_NONBLOCK) != 1)
+				rnd = (uint8_t)now;
+			sl->our_id = (uint16_t)(rnd << 8 | k);
+		}
+		q[0] = (uint8_t)(sl->our_id >> 8);
+		q[1] = (uint8_t)sl->our_id;
+		(void)send(e->up, q, len, 0);
+		return;
+	}
+}
+
+static void on_query(struct egress_node *e)
+{
+	uint8_t q[1500];
+	struct sockaddr_in from;
+	socklen_t fl = sizeof(from);
+	ssize_t r;
+
+	while ((r = recvfrom(e->srv, q, sizeof(q), 0, (struct sockaddr *)&from, &fl)) > 0) {
+		char name[256];
+		uint16_t qtype;
+		size_t qend;
+		struct eg_sb *s = find_ip(e, ntohl(from.sin_addr.s_addr));
+		if (dns_parse_query(q, (size_t)r, name, sizeof(name), &qtype, &qend) < 0)
+			continue; /* not a query we answer: dropped */
+		if (!s || s->p.mode == SBX_EGRESS_DENY_ALL) {
+			answer(e, q, qend, qtype, 5, NULL, &from);
+		} else if (s->p.mode == SBX_EGRESS_OPEN) {
+			if (e->up >= 0)
+				relay_out(e, q, (size_t)r, &from);
+			else
+				answer(e, q, qend, qtype, 2, NULL, &from);
+		} else {
+			size_t i;
+			for (i = 0; i < s->p.n; i++)
+				if (s->p.allow[i].host[0] && !strcmp(s->p.allow[i].host, name))
+					break;
+			if (i == s->p.n) {
+				answer(e, q, qend, qtype, 5, NULL, &from); /* REFUSED: not an allowed name */
+			} else {
+				/* the addresses its rules allow; NODATA for other types */
+				struct dns_addrs a = s->res[i];
+				answer(e, q, qend, qtype, 0, &a, &from);
+			}
+		}
+		fl = sizeof(from);
+	}
+}
+
+static void on_upstream(struct egress_node *e)
+{
+	uint8_t m[1500];
+	ssize_t r;
+
+	while ((r = recv(e->up, m, sizeof(m), 0)) > 0) {
+		uint16_t k;
+		struct relay_slot *sl;
+		if (r < 12)
+			continue;
+		k = (uint16_t)(m[0] << 8 | m[1]);
+		sl = &e->slots[k % RELAY_SLOTS];
+		if (!sl->used || sl->our_id != k || sl->until < sbx_now_ms())
+			continue;
+		sl->used = false;
+		m[0] = (uint8_t)(sl->their_id >> 8);
+		m[1] = (uint8_t)sl->their_id;
+		(void)sendto(e->srv, m, (size_t)r, 0, (const struct sockaddr *)&sl->from, sizeof(sl->from));
+	}
+}
+
+bool egress_node_owns(struct egress_node *e, void *ptr)
+{
+	return e && (ptr == &e->srv_tag || ptr == &e->up_tag);
+}
+
+void egress_node_on_event(struct egress_node *e, void *ptr)
+{
+	if (ptr == &e->srv_tag)
+		on_query(e);
+	else if (ptr == &e->up_tag)
+		on_upstream(e);
+}
+
+struct egress_node *egress_node_new(const struct net_config *c, int ep, sbx_db *db)
+{
+	struct egress_node *e = calloc(1, sizeof(*e));
+	sbx_err err = SBX_ERR_INIT;
+	struct sockaddr_in gw = { .sin_family = AF_INET, .sin_port = htons(53) };
+	char net[32];
+	char *slash;
+	struct in_addr in;
+
+	if (!e)
+		return NULL;
+	e->c = c;
+	e->db = db;
+	e->ep = ep;
+	e->srv = e->up = -1;
+	/* the gateway: the subnet's first host */
+	snprintf(net, sizeof(net), "%s", c->subnet ? c->subnet : "");
+	slash = strchr(net, '/');
+	if (slash)
+		*slash = 0;
+	if (inet_pton(AF_INET, net, &in) != 1) {
+		log_warnx("DNS forwarder: bad subnet '%s': not started", c->subnet ? c->subnet : "");
+		return e;
+	}
+	{
+		long len = slash ? strtol(slash + 1, NULL, 10) : 32;
+		uint32_t mask = len <= 0 ? 0 : 0xffffffffu << (32 - len);
+		gw.sin_addr.s_addr = htonl((ntohl(in.s_addr) & mask) + 1);
+	}
+	e->srv = dns_socket_in(c->uplink_netns, &err);
+	/* the agent we replace (a reload) may not have closed its socket yet */
+	if (e->srv >= 0)
+		(void)setsockopt(e->srv, SOL_SOCKET, SO_REUSEADDR, &(int){ 1 }, sizeof(int));
+	if (e->srv < 0 || bind(e->srv, (struct sockaddr *)&gw, sizeof(gw)) < 0) {
+		log_warnx("DNS forwarder: cannot listen on the gateway: %s", e->srv < 0 ? err.msg : strerror(errno));
+		if (e->srv >= 0)
+			close(e->srv);
+		e->srv = -1;
+		return e;
+	}
+	{
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &e->srv_tag };
+		epoll_ctl(ep, EPOLL_CTL_ADD, e->srv, &ev);
+	}
+	if (dns_upstream(c->resolver, &e->upstream, &err) < 0 || (e->up = dns_socket_in(c->uplink_netns, &err)) < 0 ||
+	    connect(e->up, (struct sockaddr *)&e->upstream, sizeof(e->upstream)) < 0) {
+		log_warnx("DNS forwarder: no resolver for open sandboxes: %s", err.msg[0] ? err.msg : strerror(errno));
+		if (e->up >= 0)
+			close(e->up);
+		e->up = -1;
+	} else {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &e->up_tag };
+		epoll_ctl(ep, EPOLL_CTL_ADD, e->up, &ev);
+	}
+	log_info("DNS forwarder listening on %s:53", inet_ntoa(gw.sin_addr));
+	return e;
+}
+
+void egress_node_free(struct egress_node *e)
+{
+	if (!e)
+		return;
+	if (e->srv >= 0)
+		close(e->srv);
+	if (e->up >= 0)
+		close(e->up);
+	while (e->sbs) {
+		struct eg_sb *s = e->sbs;
+		e->sbs = s->next;
+		free(s);
+	}
+	free(e);
+}

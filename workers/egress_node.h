@@ -1,0 +1,43 @@
+/* The node agent's egress state (one per node agent): the policy in force
+ * of each running sandbox, the hostnames of restricted ones kept current
+ * (re-resolved when their TTL runs out; a change re-applies the sandbox's
+ * rules and is written to its record, egress_resolved), and the DNS
+ * forwarder on the gateway (dns.h). Everything runs in the agent's loop. */
+#ifndef SBX_WORKER_EGRESS_NODE_H
+#define SBX_WORKER_EGRESS_NODE_H
+
+#include <stdbool.h>
+#include "db.h"
+#include "egress_policy.h"
+#include "err.h"
+#include "net.h"
+
+struct egress_node;
+
+/* The forwarder's sockets join epoll ep (their data.ptr: see _owns). A
+ * forwarder that cannot listen is logged; the rest works without it. */
+struct egress_node *egress_node_new(const struct net_config *c, int ep, sbx_db *db);
+void egress_node_free(struct egress_node *e);
+
+/* Puts p in force for a running sandbox (egress_apply, hostnames resolved)
+ * and keeps it. On failure the old policy stays, kept too. resolved: NULL
+ * to write what was resolved to the record (egress_resolved); else it is
+ * handed out instead ({"host": [...]}, malloc'd): a switch, whose record
+ * the API writes (it holds the row meanwhile). */
+int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
+		    sbx_err *err);
+/* A start's policy (put in force by the start process): kept as pending
+ * until egress_node_started (start ok) or egress_node_forget. */
+void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p);
+void egress_node_started(struct egress_node *e, const char *id);
+void egress_node_forget(struct egress_node *e, const char *id);
+/* Policies of ready sandboxes of this node that it does not know (after a
+ * restart of the agent), from their records. */
+void egress_node_sync(struct egress_node *e, const char *node_id);
+/* Re-resolves what is due; returns ms until the next is due (-1: none). */
+long long egress_node_tick(struct egress_node *e);
+
+bool egress_node_owns(struct egress_node *e, void *ptr);
+void egress_node_on_event(struct egress_node *e, void *ptr);
+
+#endif
