@@ -7,14 +7,16 @@ workers_libsbxnode_a_SOURCES = \
 	workers/disk.c workers/disk.h \
 	workers/runsc.c workers/runsc.h \
 	workers/oci.c workers/oci.h \
-	workers/sandbox.c workers/sandbox.h
+	workers/sandbox.c workers/sandbox.h \
+	workers/freezer.c workers/freezer.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 
 # sbx-worker: the worker master and one file per role.
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
-	workers/node.c workers/node_int.h workers/node_health.c workers/reaper.c
+	workers/node.c workers/node_int.h workers/node_health.c workers/reaper.c \
+	workers/idle.c workers/idle.h
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 

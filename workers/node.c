@@ -177,6 +177,7 @@ static void op_done(struct node *n, struct op *o)
 	if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
+			idle_ready(s, false);
 			log_info("sandbox %s: started", o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
@@ -489,6 +490,16 @@ static void relay_dead(void *ctx, const char *id, const char *why)
 	destroy_local(n, id, NULL, why);
 }
 
+static void relay_wake(void *ctx, const char *id)
+{
+	idle_thaw(ctx, id);
+}
+
+static void relay_status(void *ctx, const char *id, uint32_t nprocs)
+{
+	idle_on_status(ctx, id, nprocs);
+}
+
 /* ---- the loop ---- */
 
 /* We are a child subreaper: runsc's processes end up ours. Reap them all;
@@ -641,7 +652,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		epoll_ctl(n->ep, EPOLL_CTL_ADD, n->sigfd, &ev);
 	}
 	{
-		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead };
+		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead, .wake = relay_wake,
+					 .status = relay_status };
 		n->relay = relay_new(&n->sc, n->ep, &n->mq, &n->db, &h);
 		if (!n->relay)
 			fatal("relay_new");
@@ -683,6 +695,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			check_liveness(n);
 			n->next_liveness = now + LIVENESS_MS;
 		}
+		idle_pass(n);
 		{
 			/* wake up for the next op whose answer from sbx-init is due */
 			long long due = relay_tick(n->relay);

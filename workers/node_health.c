@@ -114,7 +114,9 @@ void check_liveness(struct node *n)
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
 			record_oom(n, s);
-			check_init(n, s);
+			/* a frozen sbx-init cannot answer; its sentry lives (idle.c) */
+			if (!s->idle.frozen)
+				check_init(n, s);
 			continue;
 		}
 		if (!why[0])
@@ -162,8 +164,10 @@ void reap_orphans(struct node *n, bool at_start)
 		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
 		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
 		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
-			if (!s && sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))
+			if (!s && (s = sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))) {
 				log_info("sandbox %s: adopted (%s)", id, st);
+				idle_ready(s, true);
+			}
 			continue;
 		}
 		log_info("sandbox %s: removing leftovers (record: %s)", id, st);

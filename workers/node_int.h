@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include "db.h"
 #include "id.h"
+#include "idle.h"
 #include "mq.h"
 #include "net.h"
 #include "relay.h"
@@ -27,6 +28,7 @@ struct sb {
 	long oom_kills;
 	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
+	struct sb_idle idle; /* idle.c: frozen while idle */
 };
 
 enum op_kind { OP_START, OP_DESTROY };

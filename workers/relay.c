@@ -134,6 +134,7 @@ void op_free(struct relay *r, struct rop *o)
 	if (o->next)
 		o->next->prev = o->prev;
 	o->ch->nops--;
+	o->ch->busy_at = sbx_now_ms();
 	r->nops--;
 	free(o->pend.p);
 	free(o->cmd);
@@ -302,6 +303,38 @@ int relay_ping(struct relay *r, const char *id)
 		return -1;
 	c->ping_at = sbx_now_ms();
 	return 1;
+}
+
+long long relay_quiet_since(struct relay *r, const char *id)
+{
+	struct chan *c = chan_find(r, id);
+
+	if (!c)
+		return 0;
+	if (c->doomed || c->nops || c->ping_at || c->status_at)
+		return -1;
+	return c->busy_at;
+}
+
+int relay_ask_status(struct relay *r, const char *id)
+{
+	struct chan *c = chan_get(r, id);
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!c)
+		return -1;
+	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
+		log_warnx("sandbox %s: asking sbx-init whether it is idle: %s", id, err.msg);
+		if (!c->nops)
+			c->id[0] = 0; /* the slot; the next op connects again */
+		return -1;
+	}
+	if (c->status_at)
+		return 0;
+	if (chan_send(r, c, SBX_F_STATUS, 0, NULL, 0) < 0)
+		return -1;
+	c->status_at = sbx_now_ms();
+	return 0;
 }
 
 int relay_ops(const struct relay *r)

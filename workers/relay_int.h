@@ -34,6 +34,8 @@ struct chan {
 	int nops;
 	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
 	long long ping_at;    /* the liveness PING (stream 0) unanswered since (mono ms); 0 none */
+	long long busy_at;    /* an op of it began or ended last (mono ms); 0 never */
+	long long status_at;  /* the STATUS (idle.c's question) unanswered since (mono ms); 0 none */
 };
 
 struct buf {

@@ -112,6 +112,9 @@ const struct sbx_setting sbx_settings[] = {
 	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
 	{ "init_answer_ms", SBX_ST_INT, "4000", 100, 60000, R, WRK,
 	  "milliseconds a sandbox's sbx-init has to answer a request before it fails (503 sandbox_unresponsive)" },
+	{ "idle_freeze_ms", SBX_ST_INT, "10000", 0, 86400000, R, WRK,
+	  "milliseconds without requests after which a sandbox with no process running inside is frozen "
+	  "(no host CPU; thawed by its next request); 0: never" },
 
 	/* operator defaults (DESIGN.md: Defaults an operator can change) */
 	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },

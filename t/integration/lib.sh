@@ -488,9 +488,31 @@ sb_runsc() { runsc --root "$SB_RUNSC_ROOT" "$@"; }
 # sb_runsc_state ID: runsc's status of ID ("" when it does not know it).
 sb_runsc_state() { sb_runsc state "$1" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
 
+# sb_freezer ID: the freezer state of the sandbox's cgroup (FROZEN, FREEZING,
+# THAWED; "" without one): the node agent freezes idle sandboxes (doc/idle.md).
+sb_freezer() {
+	local f=/sys/fs/cgroup/freezer/sbx/$1/freezer.state
+	if [ -r "$f" ]; then cat "$f"; return 0; fi
+	f=/sys/fs/cgroup/sbx/$1/cgroup.freeze
+	[ -r "$f" ] || return 0
+	if [ "$(cat "$f")" = 0 ]; then echo THAWED
+	elif grep -q '^frozen 1' "/sys/fs/cgroup/sbx/$1/cgroup.events"; then echo FROZEN
+	else echo FREEZING; fi
+}
+# sb_thaw ID: thaws it from the host, for runsc commands that talk to its
+# sentry (a frozen one would never answer); the node agent notices.
+sb_thaw() {
+	local f=/sys/fs/cgroup/freezer/sbx/$1/freezer.state
+	[ -w "$f" ] && echo THAWED > "$f"
+	f=/sys/fs/cgroup/sbx/$1/cgroup.freeze
+	[ -w "$f" ] && echo 0 > "$f"
+	return 0
+}
+
 # sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded);
 # prints its output (through a pipe: runsc exec overwrites a file stdout).
 sb_exec() {
+	sb_thaw "$1"
 	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$1" sh -c "$2" 2>&1 | cat
 	return "${PIPESTATUS[0]}"
 }
