@@ -137,6 +137,9 @@ void reap_orphans(struct node *n, bool at_start)
 	char **ids = NULL;
 	size_t nn = 0;
 	sbx_err err = SBX_ERR_INIT;
+	cleanup_pgres PGresult *recs = NULL;
+	cleanup_free char *arr = NULL;
+	size_t alen = 0;
 
 	/* The sandbox's directory is made first and removed last, so listing
 	 * the state directory (with its mounts, loops and containers) finds
@@ -145,26 +148,45 @@ void reap_orphans(struct node *n, bool at_start)
 		log_warnx("orphan pass: %s", err.msg);
 		return;
 	}
+	/* every record in one query (a node with a thousand sandboxes did a
+	 * thousand queries per pass); the ids are checked, so the array
+	 * literal is plain letters and digits */
+	arr = malloc(nn * (SBX_ID_LEN + 1) + 3);
+	if (!arr)
+		goto out;
+	arr[alen++] = '{';
 	for (size_t i = 0; i < nn; i++) {
-		cleanup_pgres PGresult *r = NULL;
+		if (!sbx_id_valid(ids[i]))
+			continue;
+		alen += (size_t)sprintf(arr + alen, "%s%s", alen > 1 ? "," : "", ids[i]);
+	}
+	arr[alen++] = '}';
+	arr[alen] = 0;
+	if (sbx_db_query(&n->db, &recs, &err, "SELECT id, status, memory_mb, disk_gb, coalesce(node_id, '') "
+			 "FROM sandboxes WHERE id = ANY($1::text[])", 1, arr) < 0) {
+		log_warnx("orphan pass: %s", err.msg);
+		goto out; /* without the records, remove nothing */
+	}
+	for (size_t i = 0; i < nn; i++) {
 		const char *id = ids[i];
-		const char *st;
+		const char *st = "none";
 		struct sb *s;
+		int row = -1;
 
 		if (!sbx_id_valid(id) || node_op_find(n, id))
 			continue;
 		s = sb_find(n, id);
 		if (s && s->st != SB_READY)
 			continue;
-		if (sbx_db_query(&n->db, &r, &err, "SELECT status, memory_mb, disk_gb, coalesce(node_id, '') "
-				 "FROM sandboxes WHERE id = $1", 1, id) < 0) {
-			log_warnx("orphan pass: %s", err.msg);
-			goto out; /* without the records, remove nothing */
-		}
-		st = PQntuples(r) == 1 ? PQgetvalue(r, 0, 0) : "none";
-		if (PQntuples(r) == 1 && sbx_sb_on_node(sbx_sb_status_parse(st)) &&
-		    !strcmp(PQgetvalue(r, 0, 3), n->node_id)) {
-			if (!s && (s = sb_add(n, id, SB_READY, atoi(PQgetvalue(r, 0, 1)), atoi(PQgetvalue(r, 0, 2))))) {
+		for (int k = 0; k < PQntuples(recs); k++)
+			if (!strcmp(PQgetvalue(recs, k, 0), id)) {
+				row = k;
+				st = PQgetvalue(recs, k, 1);
+				break;
+			}
+		if (row >= 0 && sbx_sb_on_node(sbx_sb_status_parse(st)) && !strcmp(PQgetvalue(recs, row, 4), n->node_id)) {
+			if (!s && (s = sb_add(n, id, SB_READY, atoi(PQgetvalue(recs, row, 2)),
+					      atoi(PQgetvalue(recs, row, 3))))) {
 				log_info("sandbox %s: adopted (%s)", id, st);
 				idle_ready(s, true);
 			}
