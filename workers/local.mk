@@ -16,7 +16,7 @@ sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
 	workers/node.c workers/node_int.h workers/node_health.c workers/reaper.c \
-	workers/idle.c workers/idle.h
+	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 

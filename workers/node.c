@@ -26,6 +26,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "driver.h"
+#include "execlog.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
@@ -667,6 +668,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	}
 	if (sbx_db_open(&n->db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (retried)", err.msg);
+	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
+	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
 		struct epoll_event evs[32];
@@ -699,8 +702,11 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		{
 			/* wake up for the next op whose answer from sbx-init is due */
 			long long due = relay_tick(n->relay);
+			long xl = execlog_pump(n->xlog);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
+			if (xl >= 0 && xl < timeout)
+				timeout = (int)xl;
 		}
 		k = epoll_wait(n->ep, evs, 32, timeout);
 		reap_children(n);
@@ -734,6 +740,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	execlog_free(n->xlog); /* after the relay: its last ops are recorded */
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);

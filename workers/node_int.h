@@ -67,6 +67,7 @@ struct node {
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
 	bool announced;
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
+	struct execlog *xlog; /* the execs rows, written off the loop (execlog.c) */
 };
 
 /* node.c */

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <jansson.h>
 #include "cleanup.h"
+#include "execlog.h"
 #include "frame.h"
 #include "id.h"
 #include "json.h"
@@ -108,6 +109,14 @@ void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, 
 	snprintf(ob, sizeof(ob), "%" PRIu64, o->out_b);
 	snprintf(eb, sizeof(eb), "%" PRIu64, o->err_b);
 	snprintf(t0, sizeof(t0), "%lld", o->t0_wall_ms);
+	if (r->xlog) {
+		const char *const v[EXECLOG_NPARAMS] = { id, o->sandbox, o->cmd ? o->cmd : "", x ? code : NULL,
+							 x ? sig : NULL, x && x->timed_out ? "true" : "false",
+							 dur, ob, eb, t0, o->req_id, o->background ? "true" : "false",
+							 error };
+		execlog_add(r->xlog, v);
+		return;
+	}
 	if (sbx_db_query(r->db, NULL, &err,
 			 "INSERT INTO execs (id, sandbox_id, org_id, cmd, exit_code, signal, timed_out, duration_ms, "
 			 "stdout_bytes, stderr_bytes, started_at, request_id, background, error) "
@@ -335,6 +344,11 @@ int relay_ask_status(struct relay *r, const char *id)
 		return -1;
 	c->status_at = sbx_now_ms();
 	return 0;
+}
+
+void relay_set_execlog(struct relay *r, struct execlog *l)
+{
+	r->xlog = l;
 }
 
 int relay_ops(const struct relay *r)

@@ -70,6 +70,11 @@ long long relay_quiet_since(struct relay *r, const char *id);
  * the channel if needed); the answer comes through hooks.status. */
 int relay_ask_status(struct relay *r, const char *id);
 
+/* The execs rows go through l (the node agent's, execlog.h) rather than
+ * the node's own connection: the loop does not wait for Postgres. */
+struct execlog;
+void relay_set_execlog(struct relay *r, struct execlog *l);
+
 /* Ops in flight (a draining agent waits for none; they end on their own). */
 int relay_ops(const struct relay *r);
 

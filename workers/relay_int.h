@@ -86,6 +86,7 @@ struct relay {
 	int nops;
 	struct chan *chans;
 	int answer_ms; /* sbx-init answers an op within this, or the op fails */
+	struct execlog *xlog; /* exec records off the loop (execlog.h); NULL: written at once */
 };
 
 
