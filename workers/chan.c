@@ -102,10 +102,15 @@ void chan_close(struct relay *r, struct chan *c)
 
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
 {
+	return chan_connect_ms(r, c, CONNECT_MS, err);
+}
+
+int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
+{
 	int fd = -1, fl;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-	if (sandbox_connect(r->sc, c->id, CONNECT_MS, &fd, err) < 0)
+	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0)
 		return -1;
 	fl = fcntl(fd, F_GETFL);
 	c->in = malloc(IN_CAP);

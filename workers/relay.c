@@ -332,7 +332,9 @@ int relay_ask_status(struct relay *r, const char *id)
 
 	if (!c)
 		return -1;
-	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
+	/* in the loop: a sbx-init that does not answer at once is simply
+	 * not asked now (its next op or the next pass will see) */
+	if (c->fd < 0 && chan_connect_ms(r, c, 250, &err) < 0) {
 		log_warnx("sandbox %s: asking sbx-init whether it is idle: %s", id, err.msg);
 		if (!c->nops)
 			c->id[0] = 0; /* the slot; the next op connects again */

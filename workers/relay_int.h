@@ -109,6 +109,8 @@ void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt,
 struct chan *chan_find(struct relay *r, const char *id);
 struct chan *chan_get(struct relay *r, const char *id);
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err);
+/* The same, waiting at most ms for sbx-init (chan_connect: 2 s). */
+int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err);
 void chan_close(struct relay *r, struct chan *c);
 /* Queues one frame and tries to write it at once. -1: the channel is doomed. */
 int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n);
