@@ -163,7 +163,7 @@ void reap_orphans(struct node *n, bool at_start)
 	arr[alen++] = '}';
 	arr[alen] = 0;
 	if (sbx_db_query(&n->db, &recs, &err, "SELECT id, status, memory_mb, disk_gb, coalesce(node_id, '') "
-			 "FROM sandboxes WHERE id = ANY($1::text[])", 1, arr) < 0) {
+			 "FROM sandboxes WHERE id = ANY($1::bpchar[])", 1, arr) < 0) {
 		log_warnx("orphan pass: %s", err.msg);
 		goto out; /* without the records, remove nothing */
 	}
