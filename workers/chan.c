@@ -97,14 +97,20 @@ void chan_close(struct relay *r, struct chan *c)
 	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
 	c->want_out = false;
 	c->ping_at = 0;
+	c->status_at = 0;
 }
 
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
 {
+	return chan_connect_ms(r, c, CONNECT_MS, err);
+}
+
+int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
+{
 	int fd = -1, fl;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 
-	if (sandbox_connect(r->sc, c->id, CONNECT_MS, &fd, err) < 0)
+	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0)
 		return -1;
 	fl = fcntl(fd, F_GETFL);
 	c->in = malloc(IN_CAP);
@@ -421,6 +427,15 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 		return;
 	if (f->type == SBX_F_PONG && f->stream == 0) {
 		c->ping_at = 0; /* the liveness PING (relay_ping) */
+		return;
+	}
+	if (f->type == SBX_F_STATUS_R) {
+		/* idle.c's question (relay_ask_status); unasked, it is ignored */
+		if (c->status_at) {
+			c->status_at = 0;
+			if (r->h.status)
+				r->h.status(r->h.ctx, c->id, sbx_get32(f->payload));
+		}
 		return;
 	}
 	o = op_by_stream(r, c, f->stream);

@@ -27,6 +27,7 @@
 #include "db.h"
 #include "driver.h"
 #include "egress.h"
+#include "execlog.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
@@ -214,6 +215,7 @@ static void op_done(struct node *n, struct op *o)
 		if (ok && s && !s->destroy_after_start) {
 			s->st = SB_READY;
 			egress_node_started(n->egress, o->id);
+			idle_ready(s, false);
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
@@ -742,6 +744,16 @@ static void relay_dead(void *ctx, const char *id, const char *why)
 	destroy_local(n, id, NULL, why);
 }
 
+static void relay_wake(void *ctx, const char *id)
+{
+	idle_thaw(ctx, id);
+}
+
+static void relay_status(void *ctx, const char *id, uint32_t nprocs)
+{
+	idle_on_status(ctx, id, nprocs);
+}
+
 /* ---- the loop ---- */
 
 /* We are a child subreaper: runsc's processes end up ours. Reap them all;
@@ -896,7 +908,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		epoll_ctl(n->ep, EPOLL_CTL_ADD, n->sigfd, &ev);
 	}
 	{
-		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead };
+		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead, .wake = relay_wake,
+					 .status = relay_status };
 		n->relay = relay_new(&n->sc, n->ep, &n->mq, &n->db, &h);
 		if (!n->relay)
 			fatal("relay_new");
@@ -915,6 +928,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		log_warnx("%s", err.msg);
 	if (!n->egress)
 		fatal("egress_node_new");
+	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
+	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
 		struct epoll_event evs[32];
@@ -953,15 +968,19 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 		if (mq_up)
 			pool_tick(n); /* after the first orphan pass: our old members are gone */
+		idle_pass(n);
 		{
 			/* wake up for the next op whose answer from sbx-init is due */
 			long long due = relay_tick(n->relay);
+			long xl = execlog_pump(n->xlog);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
 			/* and for the next allowed hostname to re-resolve */
 			due = egress_node_tick(n->egress);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
+			if (xl >= 0 && xl < timeout)
+				timeout = (int)xl;
 		}
 		k = epoll_wait(n->ep, evs, 32, timeout);
 		reap_children(n);
@@ -997,6 +1016,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	execlog_free(n->xlog); /* after the relay: its last ops are recorded */
 	egress_node_free(n->egress);
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);

@@ -117,7 +117,9 @@ void check_liveness(struct node *n)
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
 			record_oom(n, s);
-			check_init(n, s);
+			/* a frozen sbx-init cannot answer; its sentry lives (idle.c) */
+			if (!s->idle.frozen)
+				check_init(n, s);
 			continue;
 		}
 		if (!why[0])
@@ -139,6 +141,9 @@ void reap_orphans(struct node *n, bool at_start)
 	char **ids = NULL;
 	size_t nn = 0;
 	sbx_err err = SBX_ERR_INIT;
+	cleanup_pgres PGresult *recs = NULL;
+	cleanup_free char *arr = NULL, *sarr = NULL;
+	size_t alen = 0, slen = 0;
 
 	/* The sandbox's directory is made first and removed last, so listing
 	 * the state directory (with its mounts, loops and containers) finds
@@ -147,13 +152,40 @@ void reap_orphans(struct node *n, bool at_start)
 		log_warnx("orphan pass: %s", err.msg);
 		return;
 	}
+	/* every record in one query (a node with a thousand sandboxes did a
+	 * thousand queries per pass): those of these placements, and those the
+	 * placements we track serve; the ids are checked, so the array literals
+	 * are plain letters and digits */
+	arr = malloc(nn * (SBX_ID_LEN + 1) + 3);
+	sarr = malloc(nn * (SBX_ID_LEN + 1) + 3);
+	if (!arr || !sarr)
+		goto out;
+	arr[alen++] = '{';
+	sarr[slen++] = '{';
 	for (size_t i = 0; i < nn; i++) {
-		cleanup_pgres PGresult *r = NULL;
-		const char *id = ids[i];
-		const char *st;
 		struct sb *s;
-		bool keep;
-		int k;
+		if (!sbx_id_valid(ids[i]))
+			continue;
+		alen += (size_t)sprintf(arr + alen, "%s%s", alen > 1 ? "," : "", ids[i]);
+		if ((s = sb_find(n, ids[i])) && sbx_id_valid(s->sandbox_id))
+			slen += (size_t)sprintf(sarr + slen, "%s%s", slen > 1 ? "," : "", s->sandbox_id);
+	}
+	arr[alen++] = '}';
+	arr[alen] = 0;
+	sarr[slen++] = '}';
+	sarr[slen] = 0;
+	if (sbx_db_query(&n->db, &recs, &err,
+			 "SELECT id, status, memory_mb, disk_gb, coalesce(node_id, ''), placement_id FROM sandboxes "
+			 "WHERE placement_id = ANY($1::bpchar[]) OR id = ANY($2::bpchar[])",
+			 2, arr, sarr) < 0) {
+		log_warnx("orphan pass: %s", err.msg);
+		goto out; /* without the records, remove nothing */
+	}
+	for (size_t i = 0; i < nn; i++) {
+		const char *id = ids[i];
+		const char *st = "none";
+		struct sb *s;
+		bool keep = false;
 
 		if (!sbx_id_valid(id) || node_op_find(n, id))
 			continue;
@@ -163,26 +195,24 @@ void reap_orphans(struct node *n, bool at_start)
 		/* the record that points at this placement, and the one it serves
 		 * (while a start or a warm hand-over is being recorded, that one is
 		 * still starting, and a warm one still names a placement of its own) */
-		if (sbx_db_query(&n->db, &r, &err,
-				 "SELECT id, status, memory_mb, disk_gb, coalesce(node_id, ''), placement_id "
-				 "FROM sandboxes WHERE placement_id = $1 OR id = nullif($2, '')::bpchar",
-				 2, id, s ? s->sandbox_id : "") < 0) {
-			log_warnx("orphan pass: %s", err.msg);
-			goto out; /* without the records, remove nothing */
-		}
-		st = PQntuples(r) > 0 ? PQgetvalue(r, 0, 1) : "none";
-		for (k = 0, keep = false; k < PQntuples(r) && !keep; k++) {
-			const char *rid = PQgetvalue(r, k, 0), *rst = PQgetvalue(r, k, 1);
-			if (!strcmp(PQgetvalue(r, k, 5), id) && sbx_sb_on_node(sbx_sb_status_parse(rst)) &&
-			    !strcmp(PQgetvalue(r, k, 4), n->node_id)) {
-				/* a paused sandbox has no sentry: never the liveness check's */
-				int sst = sbx_sb_status_parse(rst);
-				enum sb_state ns = sst == SBX_SB_PAUSED ? SB_PAUSED : sst == SBX_SB_PAUSING ? SB_PAUSING
-						   : sst == SBX_SB_RESUMING ? SB_RESUMING : SB_READY;
-				keep = true;
-				if (!s && (s = sb_add(n, id, ns, atoi(PQgetvalue(r, k, 2)), atoi(PQgetvalue(r, k, 3))))) {
-					snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", rid);
-					log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
+		for (int k = 0; k < PQntuples(recs) && !keep; k++) {
+			const char *rid = PQgetvalue(recs, k, 0), *rst = PQgetvalue(recs, k, 1);
+			if (!strcmp(PQgetvalue(recs, k, 5), id)) {
+				st = rst;
+				if (sbx_sb_on_node(sbx_sb_status_parse(rst)) && !strcmp(PQgetvalue(recs, k, 4), n->node_id)) {
+					/* a paused sandbox has no sentry: never the liveness check's */
+					int sst = sbx_sb_status_parse(rst);
+					enum sb_state ns = sst == SBX_SB_PAUSED	  ? SB_PAUSED
+							   : sst == SBX_SB_PAUSING  ? SB_PAUSING
+							   : sst == SBX_SB_RESUMING ? SB_RESUMING
+										    : SB_READY;
+					keep = true;
+					if (!s && (s = sb_add(n, id, ns, atoi(PQgetvalue(recs, k, 2)),
+							      atoi(PQgetvalue(recs, k, 3))))) {
+						snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", rid);
+						log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
+						idle_ready(s, true);
+					}
 				}
 			} else if (s && !strcmp(rid, s->sandbox_id) && sbx_sb_status_parse(rst) == SBX_SB_STARTING) {
 				keep = true;

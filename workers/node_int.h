@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include "db.h"
 #include "id.h"
+#include "idle.h"
 #include "mq.h"
 #include "msg.h"
 #include <jansson.h>
@@ -42,6 +43,7 @@ struct sb {
 	long oom_kills;
 	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
+	struct sb_idle idle; /* idle.c: frozen while idle */
 };
 
 enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME };
@@ -84,6 +86,7 @@ struct node {
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
 	long long pool_retry_at; /* a pool start failed: no other before this (mono ms) */
 	struct egress_node *egress; /* policies in force, hostnames kept current, DNS forwarder */
+	struct execlog *xlog; /* the execs rows, written off the loop (execlog.c) */
 };
 
 /* node.c */

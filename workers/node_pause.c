@@ -11,6 +11,7 @@
 #include <string.h>
 #include "cleanup.h"
 #include "log.h"
+#include "idle.h"
 #include "node_int.h"
 #include "reply.h"
 #include "runsc.h"
@@ -63,6 +64,11 @@ void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_
 	if (s->st != (pause ? SB_READY : SB_PAUSED)) {
 		snprintf(why, sizeof(why), "the sandbox is %s on the node", st_name(s->st));
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", why));
+		return;
+	}
+	/* a frozen sentry takes no signal and cannot be checkpointed: thawed first */
+	if (pause && idle_frozen(n, id) && idle_thaw(n, id) < 0) {
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "the sandbox could not be thawed for its pause"));
 		return;
 	}
 	s->st = pause ? SB_PAUSING : SB_RESUMING;

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <jansson.h>
 #include "cleanup.h"
+#include "execlog.h"
 #include "frame.h"
 #include "id.h"
 #include "json.h"
@@ -108,6 +109,14 @@ void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, 
 	snprintf(ob, sizeof(ob), "%" PRIu64, o->out_b);
 	snprintf(eb, sizeof(eb), "%" PRIu64, o->err_b);
 	snprintf(t0, sizeof(t0), "%lld", o->t0_wall_ms);
+	if (r->xlog) {
+		const char *const v[EXECLOG_NPARAMS] = { id, o->sandbox, o->cmd ? o->cmd : "", x ? code : NULL,
+							 x ? sig : NULL, x && x->timed_out ? "true" : "false",
+							 dur, ob, eb, t0, o->req_id, o->background ? "true" : "false",
+							 error };
+		execlog_add(r->xlog, v);
+		return;
+	}
 	if (sbx_db_query(r->db, NULL, &err,
 			 "INSERT INTO execs (id, sandbox_id, org_id, cmd, exit_code, signal, timed_out, duration_ms, "
 			 "stdout_bytes, stderr_bytes, started_at, request_id, background, error) "
@@ -134,6 +143,7 @@ void op_free(struct relay *r, struct rop *o)
 	if (o->next)
 		o->next->prev = o->prev;
 	o->ch->nops--;
+	o->ch->busy_at = sbx_now_ms();
 	r->nops--;
 	free(o->pend.p);
 	free(o->cmd);
@@ -304,6 +314,45 @@ int relay_ping(struct relay *r, const char *id)
 		return -1;
 	c->ping_at = sbx_now_ms();
 	return 1;
+}
+
+long long relay_quiet_since(struct relay *r, const char *id)
+{
+	struct chan *c = chan_find(r, id);
+
+	if (!c)
+		return 0;
+	if (c->doomed || c->nops || c->ping_at || c->status_at)
+		return -1;
+	return c->busy_at;
+}
+
+int relay_ask_status(struct relay *r, const char *id)
+{
+	struct chan *c = chan_get(r, id);
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!c)
+		return -1;
+	/* in the loop: a sbx-init that does not answer at once is simply
+	 * not asked now (its next op or the next pass will see) */
+	if (c->fd < 0 && chan_connect_ms(r, c, 250, &err) < 0) {
+		log_warnx("sandbox %s: asking sbx-init whether it is idle: %s", id, err.msg);
+		if (!c->nops)
+			c->id[0] = 0; /* the slot; the next op connects again */
+		return -1;
+	}
+	if (c->status_at)
+		return 0;
+	if (chan_send(r, c, SBX_F_STATUS, 0, NULL, 0) < 0)
+		return -1;
+	c->status_at = sbx_now_ms();
+	return 0;
+}
+
+void relay_set_execlog(struct relay *r, struct execlog *l)
+{
+	r->xlog = l;
 }
 
 int relay_ops(const struct relay *r)

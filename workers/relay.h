@@ -25,6 +25,11 @@ struct relay_hooks {
 	/* The sentry of placement id died (seen through the channel): mark it
 	 * failed and take it down. The relay has already ended its ops. */
 	void (*dead)(void *ctx, const char *id, const char *why);
+	/* Something is about to be sent to the sandbox's sbx-init for an op
+	 * (idle.c thaws a frozen sandbox here). */
+	void (*wake)(void *ctx, const char *id);
+	/* sbx-init answered relay_ask_status: nprocs processes run besides it. */
+	void (*status)(void *ctx, const char *id, uint32_t nprocs);
 };
 
 /* mq and db belong to the node agent (*mqp may change on reconnect). */
@@ -57,6 +62,19 @@ long long relay_tick(struct relay *r);
  * the previous call's PING (a new one is sent now), 0 when that PING is
  * still unanswered, -1 when there is no channel to ask through. */
 int relay_ping(struct relay *r, const char *id);
+
+/* For idle.c. Since when (mono ms) the sandbox's channel has had no op
+ * and no question unanswered (0: it never had an op, or has no channel);
+ * -1: an op or a question (PING, STATUS) is in flight. */
+long long relay_quiet_since(struct relay *r, const char *id);
+/* Asks sbx-init how many processes run besides it (SBX_F_STATUS; opens
+ * the channel if needed); the answer comes through hooks.status. */
+int relay_ask_status(struct relay *r, const char *id);
+
+/* The execs rows go through l (the node agent's, execlog.h) rather than
+ * the node's own connection: the loop does not wait for Postgres. */
+struct execlog;
+void relay_set_execlog(struct relay *r, struct execlog *l);
 
 /* Ops in flight (a draining agent waits for none; they end on their own). */
 int relay_ops(const struct relay *r);

@@ -34,6 +34,8 @@ struct chan {
 	int nops;
 	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
 	long long ping_at;    /* the liveness PING (stream 0) unanswered since (mono ms); 0 none */
+	long long busy_at;    /* an op of it began or ended last (mono ms); 0 never */
+	long long status_at;  /* the STATUS (idle.c's question) unanswered since (mono ms); 0 none */
 };
 
 struct buf {
@@ -84,6 +86,7 @@ struct relay {
 	int nops;
 	struct chan *chans;
 	int answer_ms; /* sbx-init answers an op within this, or the op fails */
+	struct execlog *xlog; /* exec records off the loop (execlog.h); NULL: written at once */
 };
 
 
@@ -106,6 +109,8 @@ void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt,
 struct chan *chan_find(struct relay *r, const char *id);
 struct chan *chan_get(struct relay *r, const char *id);
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err);
+/* The same, waiting at most ms for sbx-init (chan_connect: 2 s). */
+int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err);
 void chan_close(struct relay *r, struct chan *c);
 /* Queues one frame and tries to write it at once. -1: the channel is doomed. */
 int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n);

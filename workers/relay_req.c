@@ -151,6 +151,9 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 		reply_error(r, m, op_id, "internal", "no channel slot");
 		return NULL;
 	}
+	/* a frozen sandbox is thawed before anything reaches it (idle.c) */
+	if (r->h.wake)
+		r->h.wake(r->h.ctx, sid);
 	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
 		char w[256] = "";
 		if (sandbox_alive(r->sc, plc, w, sizeof(w)) == 0) {
@@ -191,6 +194,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	r->ops = o;
 	r->nops++;
 	c->nops++;
+	c->busy_at = o->t0_mono;
 	touch_activity(r, c, sid);
 	return o;
 }

@@ -45,6 +45,7 @@
 #include "runsc.h"
 #include "sandbox.h"
 #include "volume.h"
+#include "freezer.h"
 
 #define DEFAULT_START_TIMEOUT_MS 30000
 
@@ -293,6 +294,9 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 	int rc = 0;
 
 	sandbox_paths(c, id, &p);
+	/* a frozen sandbox's tasks take no signal, not even SIGKILL (idle.c) */
+	if (sandbox_freeze_state(id) > SANDBOX_THAWED && sandbox_thaw(id, &e2) < 0)
+		log_warnx("sandbox %s: %s", id, e2.msg);
 	/* reverse order of start: container, rootfs/disk mounts, loop, network,
 	 * cgroups, directory. Keep going after a failure so the most goes. */
 	if (runsc_remove(c, &p, id, err) < 0) {

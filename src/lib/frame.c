@@ -92,6 +92,7 @@ static const struct type_rule rules[] = {
 	{ SBX_F_PSIGNAL, 0, 1, 8, 8 },
 	{ SBX_F_PRESIZE, 0, 1, 8, 8 },
 	{ SBX_F_AUTH, 0, 2, SBX_AUTH_LEN, SBX_AUTH_LEN },
+	{ SBX_F_STATUS, 0, 2, 0, 0 },
 	{ SBX_F_PONG, 1, 0, 0, PING_MAX },
 	{ SBX_F_STARTED, 1, 1, 4, 4 },
 	{ SBX_F_STDOUT, 1, 1, 1, SBX_FRAME_MAX_PAYLOAD },
@@ -102,6 +103,7 @@ static const struct type_rule rules[] = {
 	{ SBX_F_STDIN_ACK, 1, 1, 4, 4 },
 	{ SBX_F_STAT, 1, 1, SBX_STAT_LEN, SBX_STAT_LEN },
 	{ SBX_F_AUTH_OK, 1, 2, SBX_CHAN_MAC_LEN, SBX_CHAN_MAC_LEN },
+	{ SBX_F_STATUS_R, 1, 2, 4, 4 },
 };
 
 long sbx_frame_parse(const uint8_t *buf, size_t n, int from_inside, struct sbx_frame *f, sbx_err *err)

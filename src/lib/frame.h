@@ -32,7 +32,9 @@ enum sbx_frame_type {
 	SBX_F_PSTDIN = 0x09, /* (v2) payload: u32 pid + bytes (none: close); background stdin */
 	SBX_F_PSIGNAL = 0x0a, /* (v2) payload: u32 pid, u32 signal; background process group */
 	SBX_F_AUTH = 0x0b,   /* (v3) payload: AUTH below; the host's answer to HELLO */
-	SBX_F_PRESIZE = 0x0c, /* (v3) payload: u32 pid, u16 cols, u16 rows; a background pty's size */
+	SBX_F_STATUS = 0x0c, /* empty payload, stream 0: how many processes run besides sbx-init
+			      * (the node agent asks before it freezes an idle sandbox) */
+	SBX_F_PRESIZE = 0x0d, /* (v3) payload: u32 pid, u16 cols, u16 rows; a background pty's size */
 	/* sbx-init -> host */
 	SBX_F_PONG = 0x81,    /* payload: the cookie */
 	SBX_F_STARTED = 0x82, /* payload: u32 pid inside the sandbox */
@@ -44,6 +46,8 @@ enum sbx_frame_type {
 	SBX_F_STDIN_ACK = 0x88, /* payload: u32 stdin bytes written to the process */
 	SBX_F_STAT = 0x89,    /* (v2) payload: u64 size, u32 mode, i64 mtime; before a read's data */
 	SBX_F_AUTH_OK = 0x8a, /* (v3) payload: 32-byte MAC; sbx-init proved which sandbox it is */
+	SBX_F_STATUS_R = 0x8b, /* payload: u32 processes in the sandbox besides sbx-init (zombies not
+				* counted), the answer to STATUS, on stream 0 */
 };
 
 /* The handshake (v3). Each sandbox has its own random channel key, known

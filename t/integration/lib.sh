@@ -495,9 +495,35 @@ sb_place() {
 # sb_runsc_state ID: runsc's status of ID ("" when it does not know it).
 sb_runsc_state() { sb_runsc state "$(sb_place "$1")" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
 
+# sb_freezer ID: the freezer state of the sandbox's cgroup (FROZEN, FREEZING,
+# THAWED; "" without one): the node agent freezes idle sandboxes (doc/idle.md).
+sb_freezer() {
+	local p f
+	p=$(sb_place "$1")
+	f=/sys/fs/cgroup/freezer/sbx/$p/freezer.state
+	if [ -r "$f" ]; then cat "$f"; return 0; fi
+	f=/sys/fs/cgroup/sbx/$p/cgroup.freeze
+	[ -r "$f" ] || return 0
+	if [ "$(cat "$f")" = 0 ]; then echo THAWED
+	elif grep -q '^frozen 1' "/sys/fs/cgroup/sbx/$p/cgroup.events"; then echo FROZEN
+	else echo FREEZING; fi
+}
+# sb_thaw ID: thaws it from the host, for runsc commands that talk to its
+# sentry (a frozen one would never answer); the node agent notices.
+sb_thaw() {
+	local p f
+	p=$(sb_place "$1")
+	f=/sys/fs/cgroup/freezer/sbx/$p/freezer.state
+	[ -w "$f" ] && echo THAWED > "$f"
+	f=/sys/fs/cgroup/sbx/$p/cgroup.freeze
+	[ -w "$f" ] && echo 0 > "$f"
+	return 0
+}
+
 # sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded);
 # prints its output (through a pipe: runsc exec overwrites a file stdout).
 sb_exec() {
+	sb_thaw "$1"
 	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$(sb_place "$1")" sh -c "$2" 2>&1 | cat
 	return "${PIPESTATUS[0]}"
 }

@@ -44,7 +44,7 @@ int main(void)
 	uint32_t v;
 	long r;
 
-	plan(112);
+	plan(117);
 
 	/* header and incremental parsing */
 	n = mk(b, SBX_F_STDOUT, 7, "a\0b\xff", 4);
@@ -68,6 +68,17 @@ int main(void)
 	ok(parse(b, 5, 1, &f, &err) < 0, "an unknown type is refused as soon as the type byte is in");
 	like(err.msg, "unknown frame type", "... as unknown");
 	b[4] = 0x00;
+
+	/* STATUS (host, stream 0, empty) and its answer (inside, stream 0, u32) */
+	n = mk(b, SBX_F_STATUS, 0, "", 0);
+	ok(parse(b, n, 0, &f, &err) == (long)n && f.type == SBX_F_STATUS, "STATUS from the host decodes");
+	n = mk(b, SBX_F_STATUS, 3, "", 0);
+	ok(parse(b, n, 0, &f, &err) < 0, "STATUS on a stream other than 0 is refused");
+	n = mk(b, SBX_F_STATUS_R, 0, "\0\0\0\2", 4);
+	ok(parse(b, n, 1, &f, &err) == (long)n && sbx_get32(f.payload) == 2, "STATUS_R from inside carries its count");
+	ok(parse(b, n, 0, &f, &err) < 0, "STATUS_R from the host is refused");
+	n = mk(b, SBX_F_STATUS_R, 0, "\0\0\0", 3);
+	ok(parse(b, n, 1, &f, &err) < 0, "STATUS_R of a length other than 4 is refused");
 	ok(parse(b, 9, 0, &f, &err) < 0, "type 0 is unknown");
 
 	/* lengths */

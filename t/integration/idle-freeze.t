@@ -1,0 +1,139 @@
+#!/bin/bash
+# Idle sandboxes are frozen (issue 10, doc/idle.md), and nothing a user sees
+# changes but latency. With idle_freeze_ms lowered to 1000 (sbx.conf, SIGHUP;
+# restored at the end whatever happens):
+#  - a sandbox left alone is frozen: its cgroup's freezer says FROZEN on the
+#    host, and its record stays ready (liveness does not take a frozen
+#    sbx-init for a dead one);
+#  - an exec, a file write and a file read of a frozen sandbox work and
+#    answer exactly what they would have;
+#  - a background process the user started keeps its sandbox running:
+#    after a whole idle period of another sandbox (that one got frozen, so
+#    the node agent did look), the sandbox with the process is not frozen
+#    and the process's counter (read from the host, not through the
+#    sandbox) went on; the same for a daemon a command left behind; once
+#    nothing runs inside any more, it is frozen again;
+#  - destroying a frozen sandbox leaves nothing (independent listing, and
+#    no cgroup of it).
+# States only: every wait is for a state, never a duration.
+. "$(dirname "$0")/lib.sh"
+
+t_require --root "runsc, the stack's config and worker, the host's cgroups" runsc jq
+rt_begin
+
+CONF_MARK="# added by t/integration/idle-freeze.t (removed by its clean-up)"
+CONF_TOUCHED=0
+node_agent_ready_since() {
+	local m p
+	m=$(worker_master)
+	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
+	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
+}
+restore_conf() {
+	[ $CONF_TOUCHED = 1 ] || return 0
+	local mark
+	mark=$(log_mark)
+	awk -v m="$CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+		cat "$T_TMP/conf.new" > "$SBX_CONF"
+	kill -HUP "$(worker_master)" 2> /dev/null
+	wait_until 30 node_agent_ready_since "$mark"
+	CONF_TOUCHED=0
+}
+t_on_exit rt_kill_bg sb_cleanup restore_conf
+
+plan 22
+
+mark=$(log_mark)
+printf '%s\nidle_freeze_ms = 1000\n' "$CONF_MARK" >> "$SBX_CONF"
+CONF_TOUCHED=1
+kill -HUP "$(worker_master)"
+wait_until 30 node_agent_ready_since "$mark"
+ok $? "idle_freeze_ms = 1000: the node agent was restarted with it (SIGHUP) and consumes"
+
+rt_setup it-idle
+rt_new it-idle-a
+A=$RT_ID
+rt_new it-idle-b
+B=$RT_ID
+tag=$RANDOM
+
+frozen() { [ "$(sb_freezer "$1")" = FROZEN ]; }
+node_agent_log_has() { log_since "$RT_MARK" | grep -qF "$1"; }
+# host_counter ID FILE: a file of the sandbox's /tmp, read on the host (its
+# /tmp lives on the sandbox's disk), so reading it does not touch the sandbox.
+host_counter() { cat "$SB_STATE/sandboxes/$1/disk/tmp/$2" 2> /dev/null; }
+# exec_json ID CMD: a JSON exec through nginx (STATUS, BODY).
+exec_json() { req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:30}')"; }
+# idle_period: the node agent has seen B idle for a whole period since now:
+# B is thawed by an exec, then found frozen again.
+idle_period() {
+	exec_json "$B" true
+	[ "$STATUS" = 200 ] || return 1
+	wait_until 60 frozen "$B"
+}
+
+# ---- frozen when idle --------------------------------------------------------
+T_SECTION=idle
+wait_until 60 frozen "$A"
+ok $? "a sandbox left alone is frozen (freezer.state on the host: $(sb_freezer "$A"))"
+wait_until 30 node_agent_log_has "sandbox $A: idle: frozen"
+ok $? "the node agent says so in its log"
+
+# ---- requests to a frozen sandbox --------------------------------------------
+T_SECTION=requests
+exec_json "$A" "echo hi-$tag; expr 6 \\* 7; echo err-$tag >&2; exit 3"
+is "$STATUS" 200 "exec on a frozen sandbox: 200"
+is "$(j .data.stdout)|$(j .data.stderr)|$(j .data.exit_code)" "hi-$tag
+42|err-$tag|3" "its stdout, stderr and exit code are the command's"
+wait_until 60 frozen "$A"
+ok $? "frozen again once idle"
+printf 'file-%s\n' "$tag" > "$T_TMP/f"
+req nginx PUT "/sandboxes/$A/files/tmp/it-idle-$tag.txt" "@$T_TMP/f" -H 'Content-Type: application/octet-stream'
+is "$STATUS" 204 "file write to a frozen sandbox: 204"
+wait_until 60 frozen "$A"
+ok $? "frozen again after the write"
+req nginx GET "/sandboxes/$A/files/tmp/it-idle-$tag.txt"
+is "$STATUS|$BODY" "200|file-$tag" "file read of a frozen sandbox gives back what was written"
+is "$(sb_db "$A" status)" ready "a frozen sandbox's record stays ready (liveness knows it is frozen)"
+
+# ---- work inside keeps a sandbox running -------------------------------------
+T_SECTION=background
+wait_until 60 frozen "$A"
+req nginx POST "/sandboxes/$A/exec" \
+	"$(jq -nc '{cmd:"n=0; while :; do n=$((n+1)); echo $n > /tmp/counter.tmp; mv /tmp/counter.tmp /tmp/counter; sleep 0.2; done", background:true}')"
+PID=$(j '.data.pid // empty')
+like "$STATUS $PID" '^200 [0-9]+$' "a background counter starts (pid $PID)"
+wait_until 30 test -s "$SB_STATE/sandboxes/$A/disk/tmp/counter"
+c1=$(host_counter "$A" counter)
+idle_period
+ok $? "another sandbox went through a whole idle period meanwhile (frozen again)"
+is "$(sb_freezer "$A")" THAWED "the sandbox running the user's background process is not frozen"
+c2=$(host_counter "$A" counter)
+ok "[ '${c2:-0}' -gt '${c1:-0}' ]" "its process went on (counter $c1 -> $c2, read on the host)"
+req nginx POST "/sandboxes/$A/processes/$PID/signal" '{"signal":"SIGKILL"}'
+like "$STATUS" '^20[04]$' "the background process is killed: $STATUS"
+wait_until 60 frozen "$A"
+ok $? "with nothing running inside any more, it is frozen again"
+
+# a daemon a foreground command left behind (not a background exec)
+exec_json "$A" 'setsid sh -c '\''echo $$ > /tmp/dpid; n=0; while :; do n=$((n+1)); echo $n > /tmp/d.tmp; mv /tmp/d.tmp /tmp/d; sleep 0.2; done'\'' < /dev/null > /dev/null 2>&1 &'
+is "$STATUS|$(j .data.exit_code)" "200|0" "a command leaves a daemon behind and ends"
+wait_until 30 test -s "$SB_STATE/sandboxes/$A/disk/tmp/d"
+d1=$(host_counter "$A" d)
+idle_period
+d2=$(host_counter "$A" d)
+ok "[ '$(sb_freezer "$A")' = THAWED ] && [ '${d2:-0}' -gt '${d1:-0}' ]" \
+	"after another idle period the sandbox with the daemon is not frozen and the daemon went on ($d1 -> $d2)"
+exec_json "$A" 'kill -9 $(cat /tmp/dpid)'
+wait_until 60 frozen "$A"
+ok $? "the daemon killed: frozen again"
+
+# ---- destroy of a frozen sandbox ---------------------------------------------
+T_SECTION=destroy
+req nginx DELETE "/sandboxes/$A"
+like "$STATUS" '^20[04]$' "DELETE of a frozen sandbox: $STATUS"
+wait_until 60 sb_gone "$A"
+is "$(sb_leftovers "$A")" "" "nothing of it is left (runsc, mounts, loops, netns, nft, state dir)"
+ok "[ ! -e /sys/fs/cgroup/freezer/sbx/$A ] && [ ! -e /sys/fs/cgroup/sbx/$A ]" "and no cgroup of it"
+
+finish
