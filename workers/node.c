@@ -864,7 +864,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	sbx_err err = SBX_ERR_INIT;
 	long retry_ms = 500;
 	long long mq_retry_at = 0;
-	bool mq_up = false;
+	bool mq_up = false, pool_dropped = false;
 
 	(void)ctx;
 	memset(n, 0, sizeof(*n));
@@ -932,6 +932,15 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
 	while (!sbx_child_stop || n->ops) {
+		if (sbx_child_stop && !pool_dropped) {
+			/* warm members are never handed over across lives (the next
+			 * one removes them): they go now, so that a stopped node
+			 * leaves none running */
+			pool_dropped = true;
+			for (int i = 0; i < MAX_SANDBOXES; i++)
+				if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && !node_op_find(n, n->sbs[i].id))
+					destroy_local(n, n->sbs[i].id, NULL, "the node agent stops");
+		}
 		struct epoll_event evs[32];
 		long long now = sbx_now_ms();
 		int k, timeout = 1000;

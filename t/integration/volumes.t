@@ -249,10 +249,12 @@ cpid=$!
 pidf=""
 wait_until 20 compgen -G "$SB_STATE/faults/start-volume.*.pid" > /dev/null && pidf=$(compgen -G "$SB_STATE/faults/start-volume.*.pid" | head -n1)
 rm -f "$SB_STATE/faults/start-volume.armed"
-CID=${pidf##*/start-volume.}
-CID=${CID%.pid}
+PID_PLACE=${pidf##*/start-volume.}
+PID_PLACE=${PID_PLACE%.pid}
+# the node names the start by its placement; the record is found by it
+CID=$(psql_q "SELECT id FROM sandboxes WHERE placement_id = '$PID_PLACE'")
 sb_track "$CID"
-ok "[ -n '$pidf' ] && [ -n \"\$(sb_mounts_of '$SB_STATE/sandboxes/$CID/volume')\" ]" \
+ok "[ -n '$pidf' ] && [ -n \"\$(sb_mounts_of '$SB_STATE/sandboxes/$PID_PLACE/volume')\" ]" \
 	"the start process stopped at start-volume with the volume mounted on the host"
 node_old=$(worker_pid node)
 mark=$(log_mark)
