@@ -3,7 +3,7 @@
 noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
 	workers/host.c workers/host.h \
-	workers/net.c workers/net.h \
+	workers/net.c workers/net.h workers/net_int.h workers/net_list.c \
 	workers/egress.c workers/egress.h \
 	workers/dns.c workers/dns.h \
 	workers/disk.c workers/disk.h \
@@ -19,7 +19,7 @@ SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c \
-	workers/node.c workers/node_int.h workers/node_health.c workers/node_volume.c workers/node_pause.c \
+	workers/node.c workers/node_int.h workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c \
 	workers/pool.c workers/reaper.c \
 	workers/egress_node.c workers/egress_node.h \
 	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h

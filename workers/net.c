@@ -31,13 +31,8 @@
 #include "id.h"
 #include "log.h"
 #include "net.h"
+#include "net_int.h"
 
-#define NETNS_DIR "/run/netns"
-#define LOCK_DIR "/run/lock"
-#define TABLE "inet sbx"
-#define SB_MAP "sandboxes"
-#define CHAIN_IN "in_"     /* in_<id>: ingress base chain on the sandbox's veth */
-#define CHAIN_ALLOW "allow_" /* allow_<id>: the sandbox's allow rules (forward) */
 #define BRIDGE_MAC "02:5b:00:00:00:01" /* fixed, so ports joining never change it */
 
 /* ---- running ip and nft ------------------------------------------------ */
@@ -70,7 +65,7 @@ static const char *first_line(const char *s, char *buf, size_t len)
 }
 
 /* Like net_run, but a non-zero exit is an error naming the command. */
-static int net_run_ok(const char *netns, const char *const argv[], const char *input,
+int net_run_ok(const char *netns, const char *const argv[], const char *input,
 		      struct host_out *o, sbx_err *err)
 {
 	char line[300];
@@ -87,7 +82,7 @@ static int net_run_ok(const char *netns, const char *const argv[], const char *i
 	return 0;
 }
 
-static const char *uplink(const struct net_config *c)
+const char *uplink(const struct net_config *c)
 {
 	return c->uplink_netns && *c->uplink_netns ? c->uplink_netns : NULL;
 }
@@ -182,12 +177,6 @@ int net_names(const char *sandbox_id, struct net_sandbox *out, sbx_err *err)
 	return 0;
 }
 
-struct subnet {
-	uint32_t net, mask; /* host order */
-	int len;
-	char gw[16];
-};
-
 static void ip4_str(uint32_t a, char out[16])
 {
 	struct in_addr in = { htonl(a) };
@@ -218,7 +207,7 @@ static int parse_subnet(const char *s, struct subnet *sn, sbx_err *err)
 	return 0;
 }
 
-static int check_config(const struct net_config *c, struct subnet *sn, sbx_err *err)
+int check_config(const struct net_config *c, struct subnet *sn, sbx_err *err)
 {
 	if (!name_ok(c->bridge, 15))
 		return sbx_err_set(err, 500, "net_config", "bad bridge name '%s'", c->bridge ? c->bridge : "");
@@ -274,7 +263,7 @@ static int net_lock(const struct net_config *c, sbx_err *err)
 /* ---- the table --------------------------------------------------------- */
 
 /* The table as JSON (NULL in *root when there is no table). */
-static int table_json(const struct net_config *c, json_t **root, sbx_err *err)
+int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 {
 	static const char *const list_tables[] = { "nft", "-j", "list", "tables", "inet", NULL };
 	static const char *const list_table[] = { "nft", "-j", "list", "table", "inet", "sbx", NULL };
@@ -307,7 +296,7 @@ static int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 }
 
 /* Calls fn for each map element of the sandboxes map: (address, jump target). */
-static void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg)
+void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg)
 {
 	json_t *item, *e;
 	size_t i, j;
@@ -345,7 +334,7 @@ static bool set_has(json_t *root, const char *set, const char *ip)
 	return false;
 }
 
-static void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
+void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
 {
 	json_t *item;
 	size_t i;
@@ -842,92 +831,4 @@ int net_sandbox_ip(const struct net_config *c, const char *sandbox_id, char out[
 	if (!f.found)
 		return sbx_err_set(err, 404, "no_sandbox_net", "sandbox %s has no network on this node", sandbox_id);
 	return 0;
-}
-
-/* ---- listing leftovers ------------------------------------------------- */
-
-static void idset_prefixed(struct host_idset *s, const char *name, const char *prefix)
-{
-	size_t pl = strlen(prefix);
-
-	if (strncmp(name, prefix, pl) == 0)
-		host_idset_add(s, name + pl, strlen(name + pl));
-}
-
-static void list_element(const char *ip, const char *target, void *arg)
-{
-	(void)ip;
-	idset_prefixed(arg, target, CHAIN_ALLOW);
-}
-
-static void list_chain(const char *name, void *arg)
-{
-	idset_prefixed(arg, name, CHAIN_IN);
-	idset_prefixed(arg, name, CHAIN_ALLOW);
-}
-
-void net_list_free(char **ids, size_t n)
-{
-	host_strv_free(ids, n);
-}
-
-int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err)
-{
-	static const char *const links[] = { "ip", "-j", "link", "show", NULL };
-	struct host_idset s = { 0 };
-	cleanup_host_out struct host_out o = { 0 };
-	struct subnet sn;
-	json_t *root = NULL, *e;
-	DIR *d;
-	size_t i;
-
-	*ids = NULL;
-	*n = 0;
-	if (check_config(c, &sn, err) < 0)
-		return sbx_err_ctx(err, "network leftovers");
-	/* Namespaces: what `ip netns` lists. */
-	d = opendir(NETNS_DIR);
-	if (d) {
-		struct dirent *de;
-		while ((de = readdir(d)))
-			idset_prefixed(&s, de->d_name, "sbx-");
-		closedir(d);
-	} else if (errno != ENOENT) {
-		sbx_err_sys(err, "net", "opendir " NETNS_DIR);
-		goto fail;
-	}
-	/* Host ends of veths: named sbxh*, the full id in their alias. */
-	if (net_run_ok(uplink(c), links, NULL, &o, err) < 0)
-		goto fail;
-	{
-		json_error_t jerr;
-		json_t *v = json_loads(o.out, 0, &jerr);
-		json_array_foreach(v, i, e) {
-			const char *name = json_string_value(json_object_get(e, "ifname"));
-			const char *alias = json_string_value(json_object_get(e, "ifalias"));
-			if (!name || strncmp(name, "sbxh", 4) != 0)
-				continue;
-			if (alias && strncmp(alias, "sbx-", 4) == 0)
-				idset_prefixed(&s, alias, "sbx-");
-			else
-				log_warnx("veth %s has no sandbox id in its alias", name);
-		}
-		json_decref(v);
-	}
-	/* The table: per-sandbox chains and map elements. */
-	if (table_json(c, &root, err) < 0)
-		goto fail;
-	if (root) {
-		each_element(root, list_element, &s);
-		each_chain(root, list_chain, &s);
-		json_decref(root);
-	}
-	if (host_idset_take(&s, ids, n) < 0) {
-		sbx_err_set(err, 500, "net", "out of memory");
-		goto fail;
-	}
-	return 0;
-fail:
-	host_idset_free(&s);
-	return sbx_err_ctx(err, "network leftovers");
 }

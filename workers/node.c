@@ -278,9 +278,9 @@ int node_start_op(struct node *n, const struct sandbox_spec *spec, const sbx_mq_
 	return op_spawn(n, OP_START, spec->id, spec, m, NULL, pool, 0);
 }
 
-int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m)
+int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m, int volume_gb)
 {
-	return op_spawn(n, kind, id, NULL, m, NULL, false, 0);
+	return op_spawn(n, kind, id, NULL, m, NULL, false, volume_gb);
 }
 
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body)
@@ -332,310 +332,12 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 
 /* ---- admission ---- */
 
-static long long mem_total_mb(void)
-{
-	cleanup_fclose FILE *f = fopen("/proc/meminfo", "re");
-	char line[256];
-	long long kb = 0;
-
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
-			break;
-	return kb / 1024;
-}
-
-static int admit_disk(struct node *n, long long promised_disk, int disk, char *why, size_t whysz)
-{
-	struct statvfs vs;
-
-	/* sparse images: what they may still grow into must fit the free disk */
-	if (statvfs(n->sc.state_dir, &vs) == 0) {
-		long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
-		if ((promised_disk + disk) * 100 > free_gb * sbx_cfg_int(n->cfg, "node_disk_overcommit") + promised_disk * 100) {
-			snprintf(why, whysz, "no capacity: %d GB of disk do not fit the node's free disk", disk);
-			return -1;
-		}
-	}
-	return 0;
-}
-
-/* Volumes live long and grow into what they were promised: every volume's
- * full size, with the new one, must fit what the node has for them (its
- * free disk plus what their images hold already) times the overcommit. */
-static int admit_volume(struct node *n, int gb, char *why, size_t whysz)
-{
-	long long used_gb = 0, promised = volume_promised_gb(&n->sc, &used_gb);
-	struct statvfs vs;
-
-	if (statvfs(n->sc.state_dir, &vs) < 0) {
-		snprintf(why, whysz, "no capacity: cannot read the node's free disk");
-		return -1;
-	}
-	long long free_gb = (long long)vs.f_bavail * (long long)vs.f_frsize / (1024LL * 1024 * 1024);
-	long long budget = (free_gb + used_gb) * sbx_cfg_int(n->cfg, "node_disk_overcommit") / 100;
-	if (promised + gb > budget) {
-		snprintf(why, whysz,
-			 "no capacity: a %d GB volume does not fit the node's disk budget (%lld GB promised to volumes "
-			 "of %lld GB)",
-			 gb, promised, budget);
-		return -1;
-	}
-	return 0;
-}
-
-long long node_mem_cap(struct node *n)
-{
-	long long mem_cap = sbx_cfg_int(n->cfg, "node_memory_mb");
-
-	if (!mem_cap)
-		mem_cap = mem_total_mb();
-	return mem_cap * sbx_cfg_int(n->cfg, "node_memory_overcommit") / 100;
-}
-
-int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, size_t whysz)
-{
-	long long mem_cap = node_mem_cap(n);
-	long long used_mem = 0, promised_disk = 0;
-	int count = 0;
-
-	for (int i = 0; i < MAX_SANDBOXES; i++) {
-		struct sb *s = &n->sbs[i];
-		/* a create does not wait for the pool's members, nor for leftovers
-		 * no record owns on their way out (an old life's members) */
-		if (s->st == SB_FREE ||
-		    (!count_pool && (s->pool || (s->st == SB_DESTROYING && !s->sandbox_id[0]))))
-			continue;
-		count++;
-		used_mem += n->sbs[i].memory_mb;
-		promised_disk += n->sbs[i].disk_gb;
-	}
-	if (count >= sbx_cfg_int(n->cfg, "node_max_sandboxes")) {
-		snprintf(why, whysz, "no capacity: this node runs its maximum of %lld sandboxes",
-			 sbx_cfg_int(n->cfg, "node_max_sandboxes"));
-		return -1;
-	}
-	if (used_mem + mem > mem_cap) {
-		snprintf(why, whysz, "no capacity: %lld MB of %lld MB of sandbox memory are promised", used_mem, mem_cap);
-		return -1;
-	}
-	return admit_disk(n, promised_disk, disk, why, whysz);
-}
-
 /* ---- messages ---- */
 
 bool template_name_ok(const char *s)
 {
 	size_t l = strlen(s);
 	return l >= 1 && l <= 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-._") == l && s[0] != '.';
-}
-
-/* {mode, allow} of a start or egress request (NULL: deny_all), strictly. */
-static int egress_unpack(json_t *eg, struct sbx_egress *out, sbx_err *err)
-{
-	const char *mode = "deny_all";
-	json_t *allow = NULL;
-	json_error_t jerr;
-
-	if (eg && json_unpack_ex(eg, &jerr, JSON_STRICT, "{s:s, s?o}", "mode", &mode, "allow", &allow) < 0)
-		return sbx_err_set(err, 400, "bad_request", "egress: %s", jerr.text);
-	return sbx_egress_parse(mode, allow, out, err);
-}
-
-/* Puts a running sandbox's new egress policy in force (one nft
- * transaction, a few ms: done here, in the loop) and answers once it is. */
-static void on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
-{
-	static struct sbx_egress p;
-	const char *id = NULL, *sid = NULL; /* the placement, its record */
-	cleanup_free char *resolved = NULL;
-	json_t *eg = NULL;
-	json_error_t jerr;
-	sbx_err err = SBX_ERR_INIT;
-	struct sb *s;
-
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:o}", "sandbox_id", &sid, "placement_id", &id, "egress",
-			   &eg) < 0 ||
-	    !sbx_id_valid(id) || !sbx_id_valid(sid) || egress_unpack(eg, &p, &err) < 0) {
-		log_warnx("rejecting a malformed egress request: %s", err.msg[0] ? err.msg : jerr.text);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed egress request"));
-		return;
-	}
-	s = sb_find(n, id);
-	if (!s || s->st != SB_READY || s->pool || strcmp(s->sandbox_id, sid)) {
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail("not_ready", s ? "the sandbox is not running on this node" :
-							   "no such sandbox on this node"));
-		return;
-	}
-	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {
-		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail(err.http == 400 ? "not_supported" : "egress_failed", err.msg));
-		return;
-	}
-	send_reply(n, m->reply_to, m->correlation_id,
-		   json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}"));
-}
-
-static void on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
-{
-	const char *id, *sid, *tmpl, *vid = NULL, *mpath = NULL;
-	int cpu, mem, disk, vgb = 0, vcreate = 0;
-	json_t *env, *vol = NULL, *eg = NULL;
-	json_error_t jerr;
-	char why[300];
-	struct sandbox_spec spec;
-	static struct sbx_egress egress; /* read by the start process (forked below) */
-	sbx_err eerr = SBX_ERR_INIT;
-	const char **envv = NULL;
-	size_t ne, k = 0;
-	const char *key;
-	json_t *v;
-	cleanup_free char *envbuf = NULL;
-
-	jerr.text[0] = 0;
-	/* id: the placement, which names everything of it here; sid: its record */
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o, s?o}", "sandbox_id",
-			   &sid, "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
-			   "env", &env, "volume", &vol, "egress", &eg) < 0 ||
-	    (vol && json_unpack_ex(vol, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "id", &vid, "mount_path", &mpath,
-				   "size_gb", &vgb, "create", &vcreate) < 0) ||
-	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
-	    mem > 16777216 || disk < 1 || disk > 100000 || !json_is_object(env) ||
-	    (vol && (!sbx_id_valid(vid) || mpath[0] != '/' || strlen(mpath) > 200 || strstr(mpath, "/..") ||
-		     vgb < 1 || vgb > 100000)) ||
-	    egress_unpack(eg, &egress, &eerr) < 0) {
-		log_warnx("rejecting a malformed start request: %s", jerr.text[0] ? jerr.text : eerr.msg);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed start request"));
-		return;
-	}
-	{
-		/* a repeated start (a provisioner restarted and got the request
-		 * again): answer it as the first one would be answered */
-		struct sb *s = sb_find(n, id);
-		struct op *o = s ? node_op_find(n, id) : NULL;
-		if (s && (s->pool || (s->sandbox_id[0] && strcmp(s->sandbox_id, sid)))) {
-			log_warnx("sandbox %s: refusing a start of placement %s, which serves %s", sid, id,
-				  s->sandbox_id[0] ? s->sandbox_id : "the warm pool");
-			send_reply(n, m->reply_to, m->correlation_id,
-				   sbx_reply_fail(NULL, "the placement serves another sandbox"));
-			return;
-		}
-		if (s && s->st == SB_READY) {
-			log_info("sandbox %s: repeated start: it is running", sid);
-			send_reply(n, m->reply_to, m->correlation_id,
-				   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", id, "placement_id", id));
-			return;
-		}
-		if (s && s->st == SB_STARTING && o && o->kind == OP_START) {
-			log_info("sandbox %s: repeated start: answering it when the start ends", sid);
-			o->reply = true;
-			snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
-			snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
-			snprintf(o->req_id, sizeof(o->req_id), "%s", m->request_id);
-			return;
-		}
-		if (s) {
-			send_reply(n, m->reply_to, m->correlation_id,
-				   sbx_reply_fail(NULL, "the sandbox is being destroyed on the node"));
-			return;
-		}
-	}
-	/* warm: a member that matches is handed over, and answers at once;
-	 * never to a create with a volume (a member has none mounted), and
-	 * only with deny_all, the policy a member started with (any other is
-	 * put in force by the start process, before the container runs) */
-	if (!vol && egress.mode == SBX_EGRESS_DENY_ALL && pool_take(n, m, sid, tmpl, cpu, mem, disk))
-		return;
-	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0 ||
-	    (vid && vcreate && admit_volume(n, vgb, why, sizeof(why)) < 0)) {
-		log_warnx("sandbox %s: %s", sid, why);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
-		return;
-	}
-	ne = json_object_size(env);
-	envv = calloc(ne + 1, sizeof(*envv));
-	{
-		/* "K=V" strings in one buffer */
-		size_t total = 0;
-		json_object_foreach(env, key, v) total += strlen(key) + 1 + json_string_length(v) + 1;
-		envbuf = malloc(total + 1);
-		if (!envv || !envbuf) {
-			free(envv);
-			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "out of memory"));
-			return;
-		}
-		char *p = envbuf;
-		json_object_foreach(env, key, v) {
-			if (!json_is_string(v))
-				continue;
-			envv[k++] = p;
-			p += sprintf(p, "%s=%s", key, json_string_value(v)) + 1;
-		}
-		envv[k] = NULL;
-	}
-	memset(&spec, 0, sizeof(spec));
-	snprintf(spec.id, sizeof(spec.id), "%s", id);
-	spec.template = tmpl;
-	spec.cpu = cpu;
-	spec.memory_mb = mem;
-	spec.disk_gb = disk;
-	spec.env = envv;
-	spec.volume_id = vid;
-	spec.mount_path = mpath;
-	spec.volume_gb = vgb;
-	spec.volume_create = vcreate;
-	spec.egress = &egress;
-	{
-		struct sb *s = sb_add(n, id, SB_STARTING, mem, disk);
-		if (s)
-			snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
-		if (!s || node_start_op(n, &spec, m, false) < 0) {
-			if (s)
-				s->st = SB_FREE;
-			send_reply(n, m->reply_to, m->correlation_id,
-				   sbx_reply_fail(NULL, "node agent could not start a worker process"));
-		} else {
-			egress_node_pending(n->egress, id, &egress);
-			log_info("sandbox %s: starting as placement %s (%s, %d MB, %d GB)", sid, id, tmpl, mem, disk);
-			pool_trim(n); /* the pool gives up the room a create needs */
-		}
-	}
-	free(envv);
-}
-
-/* volume.create {volume_id, size_gb} (admitted against the node's disk
- * first) and volume.delete {volume_id}: made in a short-lived process,
- * answered when it ends. */
-static void on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body)
-{
-	const char *vid = NULL;
-	int gb = 0;
-	json_error_t jerr;
-	char why[300];
-	int r = kind == SBX_MSG_VOLUME_CREATE
-			? json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:i}", "volume_id", &vid, "size_gb", &gb)
-			: json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s}", "volume_id", &vid);
-
-	if (r < 0 || !sbx_id_valid(vid) || (kind == SBX_MSG_VOLUME_CREATE && (gb < 1 || gb > 100000))) {
-		log_warnx("rejecting a malformed %s request", sbx_msg_name(kind));
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed volume request"));
-		return;
-	}
-	if (node_op_find(n, vid)) {
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail("busy", "another change to this volume is in flight on the node"));
-		return;
-	}
-	if (kind == SBX_MSG_VOLUME_CREATE && admit_volume(n, gb, why, sizeof(why)) < 0) {
-		log_warnx("volume %s: %s", vid, why);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
-		return;
-	}
-	if (op_spawn(n, kind == SBX_MSG_VOLUME_CREATE ? OP_VOLUME_CREATE : OP_VOLUME_DELETE, vid, NULL, m, NULL, false,
-		     gb) < 0)
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 }
 
 static void on_message(struct node *n, const sbx_mq_msg *m)
@@ -660,10 +362,10 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	}
 	switch (kind) {
 	case SBX_MSG_START:
-		on_start(n, m, body);
+		node_on_start(n, m, body);
 		break;
 	case SBX_MSG_EGRESS:
-		on_egress(n, m, body);
+		node_on_egress(n, m, body);
 		break;
 	case SBX_MSG_DESTROY: {
 		const char *sid = NULL;
@@ -687,7 +389,7 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	}
 	case SBX_MSG_VOLUME_CREATE:
 	case SBX_MSG_VOLUME_DELETE:
-		on_volume(n, m, kind, body);
+		node_on_volume(n, m, kind, body);
 		break;
 	case SBX_MSG_PAUSE:
 	case SBX_MSG_RESUME:

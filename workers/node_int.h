@@ -98,7 +98,13 @@ struct op *node_op_find(struct node *n, const char *id);
 bool template_name_ok(const char *s);
 /* Runs kind (OP_PAUSE, OP_RESUME, ...) for id in a short-lived process;
  * m: the request to answer when it ends (NULL: none). */
-int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m);
+int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m, int volume_gb);
+/* node_start.c: start (cold or warm), volume create/delete, egress switch,
+ * and what admits them against the node's memory and disk */
+void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body);
+void node_on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body);
+void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body);
+int node_admit_volume(struct node *n, int gb, char *why, size_t whysz);
 /* Answers a control request now. */
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen */);
 /* Destroys a sandbox in a short-lived process; m: the request to answer

@@ -74,7 +74,7 @@ void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_
 	s->st = pause ? SB_PAUSING : SB_RESUMING;
 	if (pause) /* relay: its ops end now; a paused sandbox runs nothing */
 		relay_sandbox_gone(n->relay, id, "not_ready", "the sandbox is being paused");
-	if (node_op_spawn(n, pause ? OP_PAUSE : OP_RESUME, id, NULL) < 0) {
+	if (node_op_spawn(n, pause ? OP_PAUSE : OP_RESUME, id, NULL, 0) < 0) {
 		s->st = pause ? SB_READY : SB_PAUSED;
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "node agent could not start a worker process"));
 		return;
@@ -117,7 +117,7 @@ static void settle_one(struct node *n, struct sb *s, const char *why, bool may_s
 		/* a resume that restored but did not finish leaves a container
 		 * beside the checkpoint: the (idempotent) pause removes it */
 		if (may_spawn && sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1 &&
-		    node_op_spawn(n, OP_PAUSE, s->id, NULL) == 0) {
+		    node_op_spawn(n, OP_PAUSE, s->id, NULL, 0) == 0) {
 			s->st = SB_PAUSING;
 			return;
 		}

@@ -1,0 +1,39 @@
+/* What net.c shares with net_list.c (the leftovers' listing): names, the
+ * subnet, and the helpers that run ip/nft and read the table. Private to
+ * the network code. */
+#ifndef SBX_WORKER_NET_INT_H
+#define SBX_WORKER_NET_INT_H
+
+#include <jansson.h>
+#include <stdint.h>
+#include "err.h"
+#include "host.h"
+#include "net.h"
+
+#define NETNS_DIR "/run/netns"
+#define LOCK_DIR "/run/lock"
+#define TABLE "inet sbx"
+#define SB_MAP "sandboxes"
+#define CHAIN_IN "in_"     /* in_<id>: ingress base chain on the sandbox's veth */
+#define CHAIN_ALLOW "allow_" /* allow_<id>: the sandbox's allow rules (forward) */
+
+struct subnet {
+	uint32_t net, mask; /* host order */
+	int len;
+	char gw[16];
+};
+
+/* Runs argv (ip or nft) in netns (NULL: ours) with input on stdin; a
+ * non-zero exit is an error naming the command. */
+int net_run_ok(const char *netns, const char *const argv[], const char *input, struct host_out *o, sbx_err *err);
+/* The uplink namespace's name, NULL for the host's. */
+const char *uplink(const struct net_config *c);
+/* The configuration checked, its subnet parsed. */
+int check_config(const struct net_config *c, struct subnet *sn, sbx_err *err);
+/* `nft -j list table inet sbx` parsed (*root NULL when there is no table). */
+int table_json(const struct net_config *c, json_t **root, sbx_err *err);
+/* Each element of the sandboxes map (address, verdict target), each chain. */
+void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg);
+void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg);
+
+#endif
