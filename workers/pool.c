@@ -28,6 +28,7 @@
 #include "id.h"
 #include "json.h"
 #include "log.h"
+#include "idle.h"
 #include "node_int.h"
 
 #define POOL_SCAN_MS 250      /* how often the pool looks for what to refill */
@@ -100,15 +101,17 @@ static void drop(struct node *n, struct sb *s, const char *why)
  *    timeouts, so the record's ready (with this placement) applies them;
  *  - cpu, memory, disk and the process limit derived from memory are the
  *    member's own and equal the request's (pool_take matched them);
- *  - network policy: every sandbox is deny_all today, which a member is
- *    born with (default drop, no allow rules). When egress modes land, the
- *    create's policy is applied HERE, on placement s->id, before the reply;
- *    a failure destroys the member and the create takes the cold path. */
+ *  - network policy: a member is born deny_all (default drop, no allow
+ *    rules), and only a deny_all create is handed one (node_start.c); any
+ *    other policy takes the cold path, where the start process puts it in
+ *    force before the container runs (never a looser policy for a moment);
+ *  - idle: it is busy from now (idle.c), not idle since its own start. */
 static int hand_over(struct node *n, struct sb *s, const char *sid)
 {
 	pool_forget(n, s);
 	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
 	s->st = SB_READY;
+	idle_ready(s, false);
 	return 0;
 }
 
