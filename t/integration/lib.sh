@@ -483,7 +483,14 @@ SB_STATE=$(conf_get state_dir 2> /dev/null)
 SB_RUNSC_ROOT=$SB_STATE/runsc
 SB_IDS_FILE=$T_TMP/sb-ids
 
-sb_runsc() { runsc --root "$SB_RUNSC_ROOT" "$@"; }
+# A frozen sandbox (idle.c) answers no `runsc state` or `kill`: every id
+# named is thawed first (the node freezes it again once it is idle), and no
+# call waits forever.
+sb_runsc() {
+	local a
+	for a in "$@"; do [[ $a =~ ^[0-9a-f]{24}$ ]] && sb_thaw "$a"; done
+	timeout -k 5 60 runsc --root "$SB_RUNSC_ROOT" "$@"
+}
 
 # sb_place ID: what names sandbox ID on the node (runsc, state dir, netns, veth,
 # nft, cgroups): its record's placement_id; an id without a record: itself.
