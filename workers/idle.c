@@ -24,13 +24,20 @@
 #define ASK_MS 10000
 #define RECHECK_PASSES 5
 
+/* What the logs name: the sandbox a placement serves (operators and tests
+ * look for the sandbox's id), else the placement. */
+static const char *who(const struct sb *s)
+{
+	return s->sandbox_id[0] ? s->sandbox_id : s->id;
+}
+
 void idle_ready(struct sb *s, bool adopted)
 {
 	s->idle.since = sbx_now_ms();
 	s->idle.asked_at = 0;
 	s->idle.frozen = adopted && sandbox_freeze_state(s->id) > SANDBOX_THAWED;
 	if (s->idle.frozen)
-		log_info("sandbox %s: adopted frozen", s->id);
+		log_info("sandbox %s: adopted frozen (placement %s)", who(s), s->id);
 }
 
 static long long delay_ms(struct node *n)
@@ -64,13 +71,13 @@ int idle_thaw(struct node *n, const char *id)
 	if (!s || !s->idle.frozen)
 		return 0;
 	if (sandbox_thaw(id, &err) < 0) {
-		log_warnx("sandbox %s: thawing: %s", id, err.msg);
+		log_warnx("sandbox %s: thawing: %s (placement %s)", who(s), err.msg, id);
 		return -1;
 	}
 	s->idle.frozen = false;
 	s->idle.since = sbx_now_ms();
 	s->init_missed = 0;
-	log_info("sandbox %s: thawed (%lld ms)", id, s->idle.since - t0);
+	log_info("sandbox %s: thawed (%lld ms, placement %s)", who(s), s->idle.since - t0, id);
 	return 0;
 }
 
@@ -93,13 +100,13 @@ void idle_on_status(struct node *n, const char *id, uint32_t nprocs)
 	if (delay <= 0 || q < 0 || now - q < delay)
 		return;
 	if (sandbox_freeze(id, &err) < 0) {
-		log_warnx("sandbox %s: freezing: %s", id, err.msg);
+		log_warnx("sandbox %s: freezing: %s (placement %s)", who(s), err.msg, id);
 		s->idle.since = now;
 		return;
 	}
 	s->idle.frozen = true;
 	s->init_missed = 0;
-	log_info("sandbox %s: idle: frozen", id);
+	log_info("sandbox %s: idle: frozen (placement %s)", who(s), id);
 }
 
 void idle_pass(struct node *n)
@@ -125,7 +132,7 @@ void idle_pass(struct node *n)
 			if (delay <= 0) {
 				idle_thaw(n, s->id); /* freezing was turned off */
 			} else if (recheck && sandbox_freeze_state(s->id) == SANDBOX_THAWED) {
-				log_info("sandbox %s: was thawed from outside", s->id);
+				log_info("sandbox %s: was thawed from outside (placement %s)", who(s), s->id);
 				s->idle.frozen = false;
 				s->idle.since = now;
 			}

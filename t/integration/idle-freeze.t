@@ -134,6 +134,7 @@ req nginx DELETE "/sandboxes/$A"
 like "$STATUS" '^20[04]$' "DELETE of a frozen sandbox: $STATUS"
 wait_until 60 sb_gone "$A"
 is "$(sb_leftovers "$A")" "" "nothing of it is left (runsc, mounts, loops, netns, nft, state dir)"
-ok "[ ! -e /sys/fs/cgroup/freezer/sbx/$A ] && [ ! -e /sys/fs/cgroup/sbx/$A ]" "and no cgroup of it"
+PA=$(sb_place "$A")
+ok "[ ! -e /sys/fs/cgroup/freezer/sbx/$PA ] && [ ! -e /sys/fs/cgroup/sbx/$PA ]" "and no cgroup of it"
 
 finish
