@@ -250,7 +250,7 @@ static bool emit_output(struct exec_run *x, const char *name, const char *d, siz
 		}
 	} else {
 		cleanup_free char *e = rt_base64(d, n);
-		if (!e || buf_add(&b, e, strlen(e)) < 0 || buf_add(&b, "\",\"encoding\":\"base64\"}", 23) < 0) {
+		if (!e || buf_add(&b, e, strlen(e)) < 0 || buf_add(&b, "\",\"encoding\":\"base64\"}", sizeof("\",\"encoding\":\"base64\"}") - 1) < 0) {
 			buf_free(&b);
 			return false;
 		}
