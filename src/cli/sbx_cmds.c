@@ -369,6 +369,11 @@ static int frame(struct frames *f, const char *s)
 	const char *enc = json_string_value(json_object_get(v, "encoding"));
 	int rc = 0;
 
+	if (!v) {
+		/* never skipped: output would be lost without a word */
+		snprintf(f->error, sizeof(f->error), "the API sent a frame that is not JSON: %.80s", s);
+		return -1;
+	}
 	if (!type) {
 		json_decref(v);
 		return 0; /* not ours to judge: a future frame kind */
@@ -427,7 +432,7 @@ int stream_frames(const struct cli *c, const char *path, json_t *body, const cha
 	struct call k = { .sink = on_frames, .sink_arg = &f };
 
 	if (request(c, body ? "POST" : "GET", path, body, NULL, NDJSON, &k) < 0)
-		die(EXIT_API, "%s: cannot write the output: %s", what, strerror(errno));
+		die(EXIT_API, "%s: %s", what, *f.error ? f.error : strerror(errno));
 	if (k.status < 200 || k.status >= 300)
 		api_fail(&k, what);
 	if (f.line.len)
