@@ -19,7 +19,7 @@ unset SBX_API_KEY SBX_CONFIG
 HOME=$T/home
 mkdir -p "$HOME"
 
-plan 41
+plan 42
 
 # --- configuration
 out=$(env -u SBX_URL -u SBX_KEY "$SBX" ls 2>&1)
@@ -70,6 +70,8 @@ is "$("$SBX" exec -e X=42 "$ID" -- 'echo $X')" 42 "exec -e sets a variable for t
 is "$("$SBX" exec "$ID" -- printf '%s|' "a b" "c'd" '$HOME')" "a b|c'd|\$HOME|" "several arguments are quoted one by one"
 is "$("$SBX" exec -w /tmp "$ID" -- pwd)" /tmp "exec -w sets the working directory"
 is "$(printf 'line1\nline2\n' | "$SBX" exec "$ID" -- wc -l)" 2 "stdin from a pipe reaches the command"
+is "$("$SBX" exec "$ID" -- printf 'x\000y\377' | od -An -tx1 | tr -d ' \n')" 780079ff \
+	"output that is not UTF-8 (NUL, 0xff) arrives byte-exact"
 is "$(printf 'ignored\n' | "$SBX" exec -n "$ID" -- wc -c)" 0 "exec -n sends no stdin"
 head -c 300000 /dev/urandom > "$T/bin"
 is "$("$SBX" exec "$ID" -- sha256sum < "$T/bin" | cut -d' ' -f1)" "$(sha256sum < "$T/bin" | cut -d' ' -f1)" \
