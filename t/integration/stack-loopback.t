@@ -25,7 +25,12 @@ in_stack() {
 	return 1
 }
 
-# Every listening TCP/UDP socket of those process trees is on loopback.
+# Every listening TCP/UDP socket of those process trees is on loopback,
+# but the node agent's DNS forwarder for sandboxes (egress, dns.c): port 53
+# on the sandbox bridge's gateway address, which only sandboxes reach (the
+# node's input chain lets only open and restricted ones through to it).
+GW=$(python3 -c 'import ipaddress, sys; print(ipaddress.ip_network(sys.argv[1]).network_address + 1)' \
+	"$(conf_get net_subnet | grep . || echo 10.213.0.0/16)")
 nlisten=0
 bad=""
 while read -r line; do
@@ -34,7 +39,7 @@ while read -r line; do
 		in_stack "$pid" || continue
 		nlisten=$((nlisten + 1))
 		case $local_addr in
-		127.*:* | \[::1\]:* | ::1:*) ;;
+		127.*:* | \[::1\]:* | ::1:* | "$GW:53") ;;
 		*) bad+=" $local_addr(pid $pid)" ;;
 		esac
 		break
