@@ -633,7 +633,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
 	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
-	while (!sbx_child_stop || n->ops) {
+	while (!sbx_child_stop || n->ops || !pool_dropped) {
 		if (sbx_child_stop && !pool_dropped) {
 			/* warm members are never handed over across lives (the next
 			 * one removes them): they go now, so that a stopped node
