@@ -88,28 +88,13 @@ eg_reload() {
 	wait_until 40 node_agent_ready_since "$mark"
 }
 
-# eg_use_world: the worker's node agent builds its network in $EUP.
-# eg_pool_gone: no warm pool member is listed or left on the node (every
-# sandbox directory belongs to a record).
-eg_pool_gone() {
-	local p
-	[ "$(psql_q "SELECT count(*) FROM warm_pool")" = 0 ] || return 1
-	for p in $(ls "$SB_STATE/sandboxes" 2> /dev/null); do
-		[ -n "$(psql_q "SELECT 1 FROM sandboxes WHERE placement_id = '$p'")" ] || return 1
-	done
-}
-
-# The warm pool is emptied first, while the node still runs its network in
-# the host's namespace: a member made there and destroyed by an agent
-# working in $EUP would leave its rules in the host's table.
+# eg_use_world: the worker's node agent builds its network in $EUP (the
+# agent that stops takes its warm pool members down in its own network).
 eg_use_world() {
 	cp -p "$SBX_CONF" "$T_TMP/conf.orig"
-	printf '%s\nwarm_pool_size = 0\n' "$EG_CONF_MARK" >> "$SBX_CONF"
-	EG_CONF_TOUCHED=1
-	kill -HUP "$(worker_master)" || return 1
-	wait_until 60 eg_pool_gone || return 1
 	printf '%s\nnet_uplink_netns = %s\n%s\nnet_resolver = 192.0.2.10\n' "$EG_CONF_MARK" "$EUP" "$EG_CONF_MARK" \
 		>> "$SBX_CONF"
+	EG_CONF_TOUCHED=1
 	eg_reload && in_eup nft list chain inet sbx postrouting > /dev/null 2>&1
 }
 
