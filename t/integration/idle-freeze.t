@@ -61,7 +61,7 @@ frozen() { [ "$(sb_freezer "$1")" = FROZEN ]; }
 node_agent_log_has() { log_since "$RT_MARK" | grep -qF "$1"; }
 # host_counter ID FILE: a file of the sandbox's /tmp, read on the host (its
 # /tmp lives on the sandbox's disk), so reading it does not touch the sandbox.
-host_counter() { cat "$SB_STATE/sandboxes/$1/disk/tmp/$2" 2> /dev/null; }
+host_counter() { cat "$SB_STATE/sandboxes/$(sb_place "$1")/disk/tmp/$2" 2> /dev/null; }
 # exec_json ID CMD: a JSON exec through nginx (STATUS, BODY).
 exec_json() { req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:30}')"; }
 # idle_period: the node agent has seen B idle for a whole period since now:
@@ -103,7 +103,7 @@ req nginx POST "/sandboxes/$A/exec" \
 	"$(jq -nc '{cmd:"n=0; while :; do n=$((n+1)); echo $n > /tmp/counter.tmp; mv /tmp/counter.tmp /tmp/counter; sleep 0.2; done", background:true}')"
 PID=$(j '.data.pid // empty')
 like "$STATUS $PID" '^200 [0-9]+$' "a background counter starts (pid $PID)"
-wait_until 30 test -s "$SB_STATE/sandboxes/$A/disk/tmp/counter"
+wait_until 30 test -s "$SB_STATE/sandboxes/$(sb_place "$A")/disk/tmp/counter"
 c1=$(host_counter "$A" counter)
 idle_period
 ok $? "another sandbox went through a whole idle period meanwhile (frozen again)"
@@ -118,7 +118,7 @@ ok $? "with nothing running inside any more, it is frozen again"
 # a daemon a foreground command left behind (not a background exec)
 exec_json "$A" 'setsid sh -c '\''echo $$ > /tmp/dpid; n=0; while :; do n=$((n+1)); echo $n > /tmp/d.tmp; mv /tmp/d.tmp /tmp/d; sleep 0.2; done'\'' < /dev/null > /dev/null 2>&1 &'
 is "$STATUS|$(j .data.exit_code)" "200|0" "a command leaves a daemon behind and ends"
-wait_until 30 test -s "$SB_STATE/sandboxes/$A/disk/tmp/d"
+wait_until 30 test -s "$SB_STATE/sandboxes/$(sb_place "$A")/disk/tmp/d"
 d1=$(host_counter "$A" d)
 idle_period
 d2=$(host_counter "$A" d)
