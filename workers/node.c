@@ -642,6 +642,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			for (int i = 0; i < MAX_SANDBOXES; i++)
 				if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && !node_op_find(n, n->sbs[i].id))
 					destroy_local(n, n->sbs[i].id, NULL, "the node agent stops");
+			if (!n->ops)
+				break; /* nothing to wait for: no extra turn of the loop */
 		}
 		struct epoll_event evs[32];
 		long long now = sbx_now_ms();
