@@ -20,47 +20,9 @@
 #include "host.h"
 #include "log.h"
 #include "net.h"
+#include "net_int.h"
 #include "id.h"
 #include "egress.h"
-
-#define TABLE "inet sbx"
-
-struct sbuf {
-	char *s;
-	size_t len, cap;
-	bool oom;
-};
-
-static void sprintf_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sprintf_add(struct sbuf *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->oom)
-		return;
-	for (;;) {
-		size_t room = b->cap - b->len;
-		va_start(ap, fmt);
-		n = vsnprintf(b->s ? b->s + b->len : NULL, room, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->oom = true;
-			return;
-		}
-		if ((size_t)n < room) {
-			b->len += (size_t)n;
-			return;
-		}
-		char *p = realloc(b->s, (b->cap + (size_t)n + 1) * 2);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->s = p;
-		b->cap = (b->cap + (size_t)n + 1) * 2;
-	}
-}
 
 static void ip4(uint32_t a, char out[16])
 {
@@ -70,38 +32,38 @@ static void ip4(uint32_t a, char out[16])
 
 /* "ct original ip daddr X" for an entry: its CIDR, or the set of its
  * hostname's addresses ("" when it has none: no rule) */
-static void entry_dst(struct sbuf *b, const struct sbx_egress_entry *e, const struct dns_addrs *r)
+static void entry_dst(struct buf *b, const struct sbx_egress_entry *e, const struct dns_addrs *r)
 {
 	char a[16];
 
 	if (!e->host[0]) {
 		ip4(e->net, a);
-		sprintf_add(b, "%s/%d", a, e->len);
+		bprintf(b, "%s/%d", a, e->len);
 		return;
 	}
-	sprintf_add(b, "{ ");
+	bprintf(b, "{ ");
 	for (size_t i = 0; r && i < r->n; i++) {
 		ip4(r->a[i], a);
-		sprintf_add(b, "%s%s", i ? ", " : "", a);
+		bprintf(b, "%s%s", i ? ", " : "", a);
 	}
-	sprintf_add(b, " }");
+	bprintf(b, " }");
 }
 
 char *egress_ruleset(const char *id, const char *ip, const struct sbx_egress *p, const struct dns_addrs *res,
 		     sbx_err *err)
 {
-	struct sbuf b = { 0 };
+	struct buf b = { 0 };
 
 	if (!sbx_id_valid(id)) {
 		sbx_err_set(err, 400, "bad_id", "not a sandbox id");
 		return NULL;
 	}
-	sprintf_add(&b, "flush chain " TABLE " allow_%s\n", id);
+	bprintf(&b, "flush chain " TABLE " allow_%s\n", id);
 	switch (p->mode) {
 	case SBX_EGRESS_DENY_ALL:
 		break;
 	case SBX_EGRESS_OPEN:
-		sprintf_add(&b, "add rule " TABLE " allow_%s counter accept\n", id);
+		bprintf(&b, "add rule " TABLE " allow_%s counter accept\n", id);
 		break;
 	case SBX_EGRESS_RESTRICTED:
 		for (size_t i = 0; i < p->n; i++) {
@@ -110,27 +72,27 @@ char *egress_ruleset(const char *id, const char *ip, const struct sbx_egress *p,
 			if (e->host[0] && (!r || r->n == 0))
 				continue; /* not resolved (yet): allows nothing */
 			if (!e->port) {
-				sprintf_add(&b, "add rule " TABLE " allow_%s ct original ip daddr ", id);
+				bprintf(&b, "add rule " TABLE " allow_%s ct original ip daddr ", id);
 				entry_dst(&b, e, r);
-				sprintf_add(&b, " counter accept\n");
+				bprintf(&b, " counter accept\n");
 				continue;
 			}
 			/* a port: the remote's port is the destination going out and
 			 * the source coming back */
-			sprintf_add(&b, "add rule " TABLE " allow_%s ct direction original ip daddr ", id);
+			bprintf(&b, "add rule " TABLE " allow_%s ct direction original ip daddr ", id);
 			entry_dst(&b, e, r);
-			sprintf_add(&b, " meta l4proto { tcp, udp } th dport %d counter accept\n", e->port);
-			sprintf_add(&b, "add rule " TABLE " allow_%s ct direction reply ip saddr ", id);
+			bprintf(&b, " meta l4proto { tcp, udp } th dport %d counter accept\n", e->port);
+			bprintf(&b, "add rule " TABLE " allow_%s ct direction reply ip saddr ", id);
 			entry_dst(&b, e, r);
-			sprintf_add(&b, " meta l4proto { tcp, udp } th sport %d counter accept\n", e->port);
+			bprintf(&b, " meta l4proto { tcp, udp } th sport %d counter accept\n", e->port);
 		}
 		break;
 	}
 	/* NAT out of the uplink only for sandboxes that may leave at all; add
 	 * then delete is a delete that does not fail when it is absent. */
-	sprintf_add(&b, "add element " TABLE " nat4 { %s }\n", ip);
+	bprintf(&b, "add element " TABLE " nat4 { %s }\n", ip);
 	if (p->mode == SBX_EGRESS_DENY_ALL)
-		sprintf_add(&b, "delete element " TABLE " nat4 { %s }\n", ip);
+		bprintf(&b, "delete element " TABLE " nat4 { %s }\n", ip);
 	if (b.oom) {
 		free(b.s);
 		sbx_err_set(err, 500, "nomem", "out of memory");

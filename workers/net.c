@@ -107,17 +107,7 @@ static int ip_batch(const char *netns, const char *batch, sbx_err *err)
 
 /* ---- growing strings ----------------------------------------------------- */
 
-struct buf {
-	char *s;
-	size_t len, cap;
-	bool oom;
-};
-
-static void buf_freep(struct buf *b) { free(b->s); }
-#define cleanup_buf _cleanup_(buf_freep)
-
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bprintf(struct buf *b, const char *fmt, ...)
+void bprintf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	int n;

@@ -5,7 +5,10 @@
 #define SBX_WORKER_NET_INT_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include "cleanup.h"
 #include "err.h"
 #include "host.h"
 #include "net.h"
@@ -22,6 +25,17 @@ struct subnet {
 	int len;
 	char gw[16];
 };
+
+/* A growing string for rulesets and ip batches; oom once an allocation
+ * failed (the text is then incomplete and must not be applied). */
+struct buf {
+	char *s;
+	size_t len, cap;
+	bool oom;
+};
+static inline void buf_freep(struct buf *b) { free(b->s); }
+#define cleanup_buf _cleanup_(buf_freep)
+void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Runs argv (ip or nft) in netns (NULL: ours) with input on stdin; a
  * non-zero exit is an error naming the command. */
