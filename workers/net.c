@@ -780,7 +780,14 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 	struct net_sandbox ns;
 	struct subnet sn;
 
-	if (check_config(c, &sn, err) < 0 || net_names(sandbox_id, &ns, err) < 0)
+	if (net_names(sandbox_id, &ns, err) < 0)
+		return sbx_err_ctx(err, "sandbox network destroy");
+	/* An uplink namespace that is gone took the bridge, the veth's host
+	 * end, the neighbour entry and the table with it: only the sandbox's
+	 * own namespace is left. */
+	if (uplink(c) && name_ok(c->uplink_netns, 200) && !netns_exists(c->uplink_netns))
+		return teardown(c, sandbox_id, &ns, T_NETNS, err) < 0 ? sbx_err_ctx(err, "sandbox network destroy") : 0;
+	if (check_config(c, &sn, err) < 0)
 		return sbx_err_ctx(err, "sandbox network destroy");
 	/* Under the lock: the address is free once its element goes. */
 	lock = net_lock(c, err);

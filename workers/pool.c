@@ -183,6 +183,13 @@ void pool_started(struct node *n, struct sb *s, bool ok, const char *msg)
 		drop(n, s, "the node needs its room");
 		return;
 	}
+	/* started while this agent stops: it goes like the others did (the
+	 * next agent may build its network elsewhere, net_uplink_netns, and
+	 * could not take this one's down) */
+	if (sbx_child_stop) {
+		drop(n, s, "the node agent stops");
+		return;
+	}
 	{
 		char cpu[16], mem[16], disk[16];
 		snprintf(cpu, sizeof(cpu), "%d", s->cpu);

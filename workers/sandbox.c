@@ -174,9 +174,12 @@ static int write_intent(const struct sandbox_node_cfg *c, const struct sandbox_s
 
 	for (const char *const *e = s->env; e && *e; e++)
 		json_array_append_new(env, json_string(*e));
-	j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:s, s:I}", "id", s->id, "template", s->template,
+	/* uplink_netns: where its network is made; a destroy takes it down
+	 * there even after the node's setting changed (teardown) */
+	j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s:s, s:I, s:s}", "id", s->id, "template", s->template,
 		      "template_digest", digest, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb",
-		      s->disk_gb, "env", env, "platform", c->platform, "created", (json_int_t)time(NULL));
+		      s->disk_gb, "env", env, "platform", c->platform, "created", (json_int_t)time(NULL),
+		      "uplink_netns", c->net->uplink_netns ? c->net->uplink_netns : "");
 	if (!j)
 		return sbx_err_set(err, 500, "sandbox", "cannot build sandbox.json");
 	sub_path(p, "sandbox.json", path, sizeof(path));
@@ -287,6 +290,32 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 
 /* ---- teardown ------------------------------------------------------------------ */
 
+/* The network goes from the uplink it was made in (sandbox.json), which is
+ * not the node's now when an operator changed net_uplink_netns since (the
+ * agent restarted with the new one; the tests' egress world does this):
+ * the rules of a sandbox made before live in the old uplink's table. */
+static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
+				  sbx_err *err)
+{
+	struct net_config nc = *c->net;
+	char path[600];
+	json_t *j;
+	const char *was;
+	int rc;
+
+	sub_path(p, "sandbox.json", path, sizeof(path));
+	j = json_load_file(path, 0, NULL);
+	was = json_string_value(json_object_get(j, "uplink_netns"));
+	if (was && strcmp(was, nc.uplink_netns ? nc.uplink_netns : "")) {
+		log_info("sandbox %s: its network was made in uplink '%s' (the node's is '%s' now)", id, was,
+			 nc.uplink_netns ? nc.uplink_netns : "");
+		nc.uplink_netns = was;
+	}
+	rc = net_sandbox_destroy(&nc, id, err);
+	json_decref(j);
+	return rc;
+}
+
 static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
 	struct sandbox_paths p;
@@ -317,7 +346,7 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		*err = e2;
 		rc = -1;
 	}
-	if (net_sandbox_destroy(c->net, id, &e2) < 0 && rc == 0) {
+	if (net_destroy_where_made(c, &p, id, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}

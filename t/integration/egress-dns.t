@@ -20,7 +20,7 @@ ZONE=$T_TMP/zone.json
 QLOG=$T_TMP/queries.log
 : > "$QLOG"
 echo '{"api.egress.test": ["198.51.100.20"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
-ip netns exec "$EPUB" python3 "$SBX_REPO/t/integration/dnsserver.py" 192.0.2.10 53 "$ZONE" "$QLOG" > /dev/null 2>&1 &
+nsenter --net="/run/netns/$EPUB" -- python3 "$SBX_REPO/t/integration/dnsserver.py" 192.0.2.10 53 "$ZONE" "$QLOG" > /dev/null 2>&1 &
 EG_PIDS+=($!)
 wait_until 5 bash -c "ip netns exec $EPUB ss -lunH | grep -q '192.0.2.10:53 '"
 ok $? "the test's DNS server answers on 192.0.2.10:53"

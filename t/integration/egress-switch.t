@@ -15,7 +15,7 @@ plan 35
 
 eg_world || bail "cannot build the test namespaces"
 # the long-lived connection's server: what arrives is appended to a file
-ip netns exec "$EPUB" socat -u TCP-LISTEN:9000,reuseaddr,fork "OPEN:$T_TMP/ll.log,creat,append" > /dev/null 2>&1 &
+nsenter --net="/run/netns/$EPUB" -- socat -u TCP-LISTEN:9000,reuseaddr,fork "OPEN:$T_TMP/ll.log,creat,append" > /dev/null 2>&1 &
 EG_PIDS+=($!)
 eg_use_world; r=$?; ok $r "the node agent runs its network in the test uplink $EUP"; [ $r = 0 ] || bail "the node agent did not come up in the test uplink"
 eg_org it-egress-switch

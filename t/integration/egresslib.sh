@@ -27,8 +27,8 @@ EG_CONF_MARK="# added by t/integration/egress-*.t (removed by its clean-up)"
 EG_CONF_TOUCHED=0
 GW=10.213.0.1
 
-in_eup() { ip netns exec "$EUP" "$@"; }
-in_epub() { ip netns exec "$EPUB" "$@"; }
+in_eup() { in_netns "$EUP" "$@"; }
+in_epub() { in_netns "$EPUB" "$@"; }
 
 # eg_serve NAME PORT [tcp|udp] [BIND]: a server on the test host that logs
 # "NAME <address it was reached at>" for each connection and answers NAME.
@@ -40,7 +40,7 @@ eg_serve() {
 		l="TCP-LISTEN:$port,reuseaddr,fork"
 	fi
 	[ -n "${4:-}" ] && l+=",bind=$4"
-	ip netns exec "$EPUB" socat "$l" SYSTEM:"echo $name \$SOCAT_SOCKADDR >> $EG_LOG; echo $name" > /dev/null 2>&1 &
+	nsenter --net="/run/netns/$EPUB" -- socat "$l" SYSTEM:"echo $name \$SOCAT_SOCKADDR >> $EG_LOG; echo $name" > /dev/null 2>&1 &
 	EG_PIDS+=($!)
 }
 
@@ -66,7 +66,7 @@ eg_world() {
 	eg_serve udp 5353 udp
 	eg_serve metadata 80 tcp 169.254.169.254
 	# the node itself (gateway and uplink address)
-	ip netns exec "$EUP" socat TCP-LISTEN:8080,reuseaddr,fork SYSTEM:"echo node \$SOCAT_SOCKADDR >> $EG_LOG; echo node" \
+	nsenter --net="/run/netns/$EUP" -- socat TCP-LISTEN:8080,reuseaddr,fork SYSTEM:"echo node \$SOCAT_SOCKADDR >> $EG_LOG; echo node" \
 		> /dev/null 2>&1 &
 	EG_PIDS+=($!)
 	wait_until 5 bash -c "ip netns exec $EPUB ss -ltnH | grep -q ':8081 ' && ip netns exec $EUP ss -ltnH | grep -q ':8080 '"
@@ -98,15 +98,20 @@ eg_use_world() {
 	eg_reload && in_eup nft list chain inet sbx postrouting > /dev/null 2>&1
 }
 
+# eg_leave_world: the worker's config as it was, and a reload (the node
+# agent builds its network on the host again).
+eg_leave_world() {
+	[ $EG_CONF_TOUCHED = 1 ] || return 0
+	awk -v m="$EG_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+		cat "$T_TMP/conf.new" > "$SBX_CONF"
+	EG_CONF_TOUCHED=0
+	eg_reload
+}
+
 eg_restore() {
 	local p
 	sb_cleanup
-	if [ $EG_CONF_TOUCHED = 1 ]; then
-		awk -v m="$EG_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-			cat "$T_TMP/conf.new" > "$SBX_CONF"
-		eg_reload || echo "# the worker did not come back after restoring its config" >&2
-		EG_CONF_TOUCHED=0
-	fi
+	eg_leave_world || echo "# the worker did not come back after restoring its config" >&2
 	# socat ... fork: each connection has a child of its own (the long-lived
 	# one outlives its listener): children first
 	for p in "${EG_PIDS[@]}"; do pkill -P "$p" 2> /dev/null; kill "$p" 2> /dev/null; done

@@ -249,6 +249,15 @@ require_amqp() {
 
 # Processes a test starts itself (worker masters and their children).
 # alive PID: running and not a zombie; dead PID: not alive.
+# in_netns NAME CMD...: CMD in network namespace NAME and nothing else.
+# Not `ip netns exec`: that also gives CMD a mount namespace of its own, a
+# copy of every mount of the moment (this machine's / is private, so later
+# unmounts never reach the copy); a long-lived server started that way
+# keeps a sandbox's disk mounted, and its loop device attached, until it
+# exits, and the sandbox's destroy fails meanwhile. In the background,
+# call nsenter itself (as this does), so that $! is the server's pid.
+in_netns() { local ns=$1; shift; nsenter --net="/run/netns/$ns" -- "$@"; }
+
 alive() { kill -0 "$1" 2> /dev/null && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2> /dev/null; }
 dead() { ! alive "$1"; }
 # children PID: its children's pids, sorted; nchildren_is PID N: it has N.
