@@ -497,11 +497,13 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 		log_warnx("sandbox %s: one-shot stop: %s", sb->id, err.msg);
 }
 
-/* The command's environment: defaults, the sandbox's, then this call's. */
+/* What the command's environment adds to the sandbox's base: the
+ * sandbox's env, then this call's. The base (PATH, HOME, LANG, the
+ * template image's Env) is sbx-init's own, from the bundle (oci.c): a
+ * default sent from here would hide the image's. */
 static json_t *merged_env(struct rt_sandbox *sb, json_t *call_env)
 {
-	json_t *e = json_pack("{s:s, s:s, s:s}", "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-			      "HOME", "/root", "LANG", "C.UTF-8");
+	json_t *e = json_object();
 
 	json_object_update(e, sb->env);
 	if (call_env)

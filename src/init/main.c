@@ -423,6 +423,8 @@ static int channel_key_init(void)
 		return -1;
 	}
 	memcpy(chan_id, id, n + 1);
+	/* the string itself too: /proc/1/environ shows the first one */
+	explicit_bzero((char *)key, strlen(key));
 	unsetenv(SBX_CHAN_KEY_ENV);
 	unsetenv(SBX_CHAN_ID_ENV);
 	return 0;

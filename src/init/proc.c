@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -329,7 +330,7 @@ static void child_fail(int fd, int stage)
 /* The child side of EXEC: everything here happens between fork and exec.
  * tty >= 0 (a pty's slave, also in/out/err) becomes the new session's
  * controlling terminal. */
-static void child_exec(const struct sbx_exec_req *req, int in, int out, int err, int tty, int errfd)
+static void child_exec(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty, int errfd)
 {
 	sigset_t none;
 
@@ -352,7 +353,7 @@ static void child_exec(const struct sbx_exec_req *req, int in, int out, int err,
 		if (setrlimit(RLIMIT_NPROC, &rl) < 0)
 			child_fail(errfd, 2);
 	}
-	environ = (char **)req->envp;
+	environ = env;
 	execvp(req->argv[0], (char *const *)req->argv);
 	child_fail(errfd, 2);
 }
@@ -387,13 +388,40 @@ int proc_resize(struct proc *p, uint16_t cols, uint16_t rows)
 	return ioctl(p->fd_out, TIOCSWINSZ, &ws) < 0 ? errno : 0;
 }
 
+/* A command's environment: sbx-init's own, which is what the bundle gave it
+ * (PATH, HOME and LANG, then the image's Env, then the sandbox's env at
+ * create: oci.c), with each name the request gives set to its value (the
+ * sandbox's env and this call's, from the API). Points into both. */
+__attribute__((noinline)) static char **exec_env(const struct sbx_exec_req *req)
+{
+	size_t nb = 0, k = 0;
+	char **e;
+
+	for (char **p = environ; *p; p++)
+		nb++;
+	e = calloc(nb + (size_t)req->envc + 1, sizeof(*e));
+	if (!e)
+		return NULL;
+	for (char **p = environ; *p; p++) {
+		size_t l = strcspn(*p, "=");
+		bool given = false;
+		for (int i = 0; i < req->envc && !given; i++)
+			given = !strncmp(req->envp[i], *p, l) && req->envp[i][l] == '=';
+		if (!given)
+			e[k++] = *p;
+	}
+	for (int i = 0; i < req->envc; i++)
+		e[k++] = (char *)req->envp[i];
+	return e;
+}
+
 void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 {
 	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pe[2] = { -1, -1 };
 	struct child_err ce;
 	struct stat st;
 	struct proc *p;
-	char **saved_environ;
+	char **saved_environ, **volatile env = NULL;
 	ssize_t r;
 	pid_t pid;
 
@@ -421,10 +449,14 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 	/* vfork: copying sbx-init's address space is what makes fork slow in
 	 * gVisor. The child only touches its own stack, file table and signal
 	 * state, plus `environ`, which is put back here once it has exec'd. */
+	if (!(env = exec_env(req))) {
+		send_error(c, stream, "cannot start: out of memory");
+		goto out;
+	}
 	saved_environ = environ;
 	pid = vfork();
 	if (pid == 0)
-		child_exec(req, pin[0], (req->flags & SBX_EXEC_PTY) ? pin[0] : pout[1],
+		child_exec(req, env, pin[0], (req->flags & SBX_EXEC_PTY) ? pin[0] : pout[1],
 			   (req->flags & SBX_EXEC_PTY) ? pin[0] : perr[1], (req->flags & SBX_EXEC_PTY) ? pin[0] : -1,
 			   pe[1]);
 	environ = saved_environ;
@@ -523,6 +555,7 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 	}
 	proc_arm(p);
 out:
+	free(env);
 	for (int i = 0; i < 2; i++) {
 		if (pin[i] >= 0)
 			close(pin[i]);

@@ -458,7 +458,12 @@ sbxinit_bins() {
 sbxinit_start() {
 	SOCK=$T_TMP/channel.sock
 	chan_key_env
-	"$INIT" --channel "$SOCK" --procs-dir "$T_TMP/procs" 2> "$T_TMP/init.log" &
+	# its own environment, as a bundle gives it (oci.c): commands get this
+	# with the request's env over it; the sanitizers' options pass through
+	local v envv=(PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root SBX_TEST_BASE=from-init
+		SBX_CHANNEL_KEY="$SBX_CHANNEL_KEY" SBX_SANDBOX_ID="$SBX_SANDBOX_ID")
+	for v in ASAN_OPTIONS UBSAN_OPTIONS LSAN_OPTIONS; do [ -n "${!v:-}" ] && envv+=("$v=${!v}"); done
+	env -i "${envv[@]}" "$INIT" --channel "$SOCK" --procs-dir "$T_TMP/procs" 2> "$T_TMP/init.log" &
 	INITPID=$!
 	t_on_exit sbxinit_stop
 	wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T_TMP/init.log")"

@@ -12,7 +12,7 @@ set -u
 
 sbxinit_bins
 
-plan 47
+plan 49
 
 T=$T_TMP
 # fd 7: an inherited descriptor that must not reach the commands
@@ -47,8 +47,12 @@ ctl -- cat "$T/rand" > "$T/rand.got"
 cmp -s "$T/rand" "$T/rand.got"
 ok $? "3 MB of random bytes come through exactly"
 
-out=$(ctl --env FOO=bar --env 'EMPTY=' -- /usr/bin/env)
-is "$out" $'FOO=bar\nEMPTY=' "the environment is exactly the one given"
+out=$(ctl --env FOO=bar --env 'EMPTY=' -- /usr/bin/env | grep -v '^[A-Z]*SAN_OPTIONS=')
+is "$out" $'PATH=/usr/sbin:/usr/bin:/sbin:/bin\nHOME=/root\nSBX_TEST_BASE=from-init\nFOO=bar\nEMPTY=' \
+	"the environment is sbx-init's own (the bundle's: the image's Env) and then the one given, without the channel key or id"
+out=$(ctl --env SBX_TEST_BASE=given --env HOME=/tmp -- /usr/bin/env | grep -E '^(SBX_TEST_BASE|HOME)=')
+is "$out" $'SBX_TEST_BASE=given\nHOME=/tmp' "a name given replaces sbx-init's, once"
+is "$(tr '\0' '\n' < "/proc/$INITPID/environ" | grep -c "$SBX_CHANNEL_KEY")" 0 "the channel key is not in sbx-init's /proc/PID/environ"
 
 out=$(ctl -- ls /proc/self/fd | tr '\n' ' ')
 is "$out" "0 1 2 3 " "a command gets stdin, stdout, stderr and no other descriptor (3 is ls's own)"

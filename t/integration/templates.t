@@ -226,6 +226,15 @@ for t in claude-code codex; do
 	id=$SB_ID
 	v=$(jq -r '.version' "$STATE/templates/$t/current/image.json")
 	like "$(rt_sh "$id" "${AGENT_VERSION[$t]}" 60)" "$v" "$t: ${AGENT_VERSION[$t]} says $v (the recorded version)"
+	if [ "$t" = claude-code ]; then
+		# its template's env: IS_SANDBOX=1 (templates/claude-code/template.json)
+		is "$(rt_sh "$id" 'echo "${IS_SANDBOX:-unset} $PATH"' 30)" "1 /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+			"$t: commands get the image's Env (IS_SANDBOX=1) and PATH"
+		body=$(jq -nc '{cmd: "echo ${IS_SANDBOX:-unset}", env: {IS_SANDBOX: "0"}}')
+		is "$(curl -sS --cacert "$SBX_CACERT" --max-time 60 -H "$(rt_auth)" -H 'Content-Type: application/json' \
+			-d "$body" "$SBX_URL/sandboxes/$id/exec" 2> /dev/null | jq -r '.data.stdout // empty')" 0 \
+			"$t: a call's env replaces the image's"
+	fi
 	out=$(rt_sh "$id" "$(agent_run "$t" "${AGENT[$t]}")" 200)
 	is "$(echo $out)" "rc=0 made by the agent /root/work/hello.txt: OK requests=3" \
 		"$t: unattended as root, the agent wrote a file and checksummed it with a shell command (3 model turns)"
