@@ -239,6 +239,24 @@ void egress_node_started(struct egress_node *e, const char *id)
 	learn_ip(e, s);
 }
 
+static bool same_policy(const struct sbx_egress *a, const struct sbx_egress *b)
+{
+	if (a->mode != b->mode || a->n != b->n)
+		return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (a->allow[i].net != b->allow[i].net || a->allow[i].len != b->allow[i].len ||
+		    a->allow[i].port != b->allow[i].port || strcmp(a->allow[i].host, b->allow[i].host))
+			return false;
+	return true;
+}
+
+/* The records are the truth: a sandbox this agent does not track yet (a
+ * restart) gets its record's policy, and so does one whose policy in force
+ * differs from its record's. That happens when a switch reached the node
+ * but the API gave up waiting (503 egress_unconfirmed, record unchanged):
+ * a looser policy than the one shown stays at most one pass. Rows a switch
+ * holds right now (FOR UPDATE in h_egress.c) are skipped: their record is
+ * about to change. */
 void egress_node_sync(struct egress_node *e, const char *node_id)
 {
 	cleanup_pgres PGresult *r = NULL;
@@ -246,7 +264,7 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 
 	if (sbx_db_query(e->db, &r, &err,
 			 "SELECT placement_id, egress_mode, egress_allow::text FROM sandboxes WHERE node_id = $1 "
-			 "AND status = 'ready'",
+			 "AND status = 'ready' FOR SHARE SKIP LOCKED",
 			 1, node_id) < 0)
 		return;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -254,11 +272,14 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 		json_error_t jerr;
 		json_t *allow;
 		static struct sbx_egress p;
-		if (find(e, id))
+		struct eg_sb *s = find(e, id);
+		if (s && s->pending)
 			continue;
 		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
-		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0) {
-			/* re-applied: what the record says is what is enforced */
+		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0 && (!s || !same_policy(&s->p, &p))) {
+			if (s)
+				log_warnx("sandbox %s: egress %s in force, its record says %s: the record's goes in force",
+					  id, sbx_egress_mode_name(s->p.mode), sbx_egress_mode_name(p.mode));
 			if (egress_node_set(e, id, &p, NULL, &err) < 0)
 				log_warnx("sandbox %s: %s", id, err.msg);
 		}

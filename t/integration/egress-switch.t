@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/egresslib.sh"
 
-plan 35
+plan 41
 
 eg_world || bail "cannot build the test namespaces"
 # the long-lived connection's server: what arrives is appended to a file
@@ -96,6 +96,27 @@ req nginx PUT "/sandboxes/$(random_id)/egress" '{"mode":"open"}'
 is "$STATUS" 404 "an unknown sandbox: 404"
 req nginx GET "/sandboxes/$S"
 is "$(j .data.egress.mode)" open "after the refused switches the sandbox still shows open"
+
+# ---- a switch the node applies after the API gave up waiting: the node
+# agent is stopped (SIGSTOP) while the PUT waits, so the API answers 503
+# and keeps the record; once the agent runs again it applies the switch
+# it was sent, and its next pass puts the record's policy back in force
+put '{"mode":"deny_all"}'
+is "$STATUS $(j .data.egress.mode)" "200 deny_all" "a deny_all sandbox"
+NODE_PID=$(worker_pid node)
+mark=$(log_mark)
+kill -STOP "$NODE_PID"
+put '{"mode":"open"}'
+kill -CONT "$NODE_PID"
+is "$STATUS $(j .code)" "503 egress_unconfirmed" "a switch to open the node does not confirm in time: 503 egress_unconfirmed"
+req nginx GET "/sandboxes/$S"
+is "$(j .data.egress.mode)" deny_all "...the sandbox still shows deny_all"
+reconciled() { log_since "$mark" | grep -q "sandbox $(sb_place "$S"): egress open in force, its record says deny_all"; }
+wait_until 40 reconciled
+ok $? "...the node applied open late, saw that the record says deny_all and put deny_all back in force"
+is "$(tcp "$S" 192.0.2.10 8080)" fail "...deny_all is in force: a public test host fails"
+put '{"mode":"open"}'
+is "$STATUS $(j .data.egress.mode)" "200 open" "...a switch to open afterwards works"
 
 # ---- a switch the node cannot apply
 eg_break_nft
