@@ -31,6 +31,13 @@ static const char *who(const struct sb *s)
 	return s->sandbox_id[0] ? s->sandbox_id : s->id;
 }
 
+/* A running sandbox, or a warm pool member waiting for its create: a
+ * member is idle by nature, and pool.c thaws it at its hand-over. */
+static bool freezable(const struct sb *s)
+{
+	return s->st == SB_READY || (s->st == SB_POOL && s->pool);
+}
+
 void idle_ready(struct sb *s, bool adopted)
 {
 	s->idle.since = sbx_now_ms();
@@ -87,7 +94,7 @@ void idle_on_status(struct node *n, const char *id, uint32_t nprocs)
 	long long now = sbx_now_ms(), q, delay = delay_ms(n);
 	sbx_err err = SBX_ERR_INIT;
 
-	if (!s || s->st != SB_READY || s->idle.frozen || !s->idle.asked_at)
+	if (!s || !freezable(s) || s->idle.frozen || !s->idle.asked_at)
 		return;
 	s->idle.asked_at = 0;
 	if (nprocs) {
@@ -126,7 +133,7 @@ void idle_pass(struct node *n)
 		struct sb *s = &n->sbs[i];
 		long long q;
 
-		if (s->st != SB_READY)
+		if (!freezable(s))
 			continue;
 		if (s->idle.frozen) {
 			if (delay <= 0) {

@@ -16,7 +16,9 @@
  *   operators and leftover checks; a member that is stale (its template
  *   was updated, the settings changed), dead, or beyond the pool's size is
  *   destroyed. After an agent restart its old members are leftovers with
- *   no record: the orphan pass removes them. */
+ *   no record: the orphan pass removes them.
+ * - A member is frozen once idle like any sandbox (idle.c: its sentry costs
+ *   no CPU while it waits) and thawed at its hand-over. */
 #include "config.h"
 #include <dirent.h>
 #include <stdio.h>
@@ -108,6 +110,9 @@ static void drop(struct node *n, struct sb *s, const char *why)
  *  - idle: it is busy from now (idle.c), not idle since its own start. */
 static int hand_over(struct node *n, struct sb *s, const char *sid)
 {
+	/* a member waits frozen (idle.c): it runs again before anyone sees it */
+	if (idle_thaw(n, s->id) < 0)
+		return -1;
 	pool_forget(n, s);
 	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
 	s->st = SB_READY;
@@ -179,6 +184,7 @@ void pool_started(struct node *n, struct sb *s, bool ok, const char *msg)
 		return;
 	}
 	s->st = SB_POOL;
+	idle_ready(s, false);
 	if (s->destroy_after_start) {
 		drop(n, s, "the node needs its room");
 		return;

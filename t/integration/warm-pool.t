@@ -37,6 +37,10 @@ p1=$(head -n1 <<< "$before")
 is "$(sb_runsc_state "$p1")" running "a member runs (runsc state of its placement)"
 is "$(psql_q "SELECT count(*) FROM sandboxes WHERE placement_id IN (SELECT placement_id FROM warm_pool)")" 0 \
 	"no record points at a pool member"
+# idle members are frozen (idle.c) and thawed at their hand-over
+all_frozen() { local p; for p in $(pool); do [ "$(sb_freezer "$p")" = FROZEN ] || return 1; done; }
+wait_until 60 all_frozen
+ok $? "the waiting members are frozen: their sentries use no CPU (cgroup freezer on the host)"
 
 # ---- a matching create is handed a member --------------------------------
 sb_create nginx '{"name":"it-warm-1","env":{"WARM_VAR":"warm value"},"metadata":{"k":"v1"}}'
@@ -47,6 +51,7 @@ PLACES+=("$P1")
 ok "in_list '$P1' '$before'" "it was served from the pool: its placement $P1 existed before the create"
 isnt "$P1" "$W1" "the placement is not the sandbox id"
 is "$(psql_q "SELECT count(*) FROM warm_pool WHERE placement_id = '$P1'")" 0 "the member left the pool"
+is "$(sb_freezer "$P1")" THAWED "the member was thawed before the create's answer"
 is "$(j '.data.metadata.k') $(j '.data.specs.memory')" "v1 512" "the record is the create's own (metadata, default specs)"
 
 # ---- it works ---------------------------------------------------------------
