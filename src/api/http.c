@@ -336,6 +336,7 @@ static const struct {
 	[SBX_R_SANDBOX_RESUME] = { .post = h_sandbox_resume },
 	[SBX_R_SANDBOX_TIMEOUT] = { .post = h_sandbox_timeout },
 	[SBX_R_SANDBOX_EGRESS] = { .put = h_sandbox_egress },
+	[SBX_R_SANDBOX_STATS] = { .get = h_sandbox_stats },
 	[SBX_R_EXEC] = { .post = h_exec },
 	[SBX_R_CODE] = { .post = h_code },
 	[SBX_R_FILE] = { .get = h_file, .put = h_file, .del = h_file },
