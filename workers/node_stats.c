@@ -101,6 +101,32 @@ static void series_add(struct stats_series *se, const struct stats_pt *p)
 		ring_push(&se->coarse, p);
 }
 
+/* A new series starts with the sandbox's cgroup's birth, when its CPU
+ * and byte counters were 0: the first reading then has a rate (the mean
+ * since its start) however soon it is asked for. */
+static struct stats_series *series_new(struct node *n, const char *id, const struct stats_pt *first,
+				       const struct sandbox_usage *u)
+{
+	struct stats_series *se = calloc(1, sizeof(*se));
+
+	if (!se)
+		return NULL;
+	snprintf(se->id, sizeof(se->id), "%s", id);
+	se->fine = (struct stats_ring){ .v = se->fine_v, .cap = FINE_N };
+	se->coarse = (struct stats_ring){ .v = se->coarse_v, .cap = COARSE_N };
+	if (u->born_ms > 0 && u->born_ms < first->t) {
+		struct stats_pt b = *first;
+		b.t = u->born_ms;
+		b.cpu_usec = u->cpu_usec >= 0 ? 0 : -1;
+		b.rx = u->net_rx >= 0 ? 0 : -1;
+		b.tx = u->net_tx >= 0 ? 0 : -1;
+		series_add(se, &b);
+	}
+	se->next = n->stats;
+	n->stats = se;
+	return se;
+}
+
 void stats_pass(struct node *n)
 {
 	long long now = sbx_now_ms();
@@ -120,24 +146,15 @@ void stats_pass(struct node *n)
 		if (s->st == SB_FREE || s->st == SB_DESTROYING || s->pool || !s->sandbox_id[0])
 			continue;
 		se = series_find(n, s->id);
-		if (!se && s->st == SB_READY) {
-			se = calloc(1, sizeof(*se));
-			if (!se)
-				continue;
-			snprintf(se->id, sizeof(se->id), "%s", s->id);
-			se->fine = (struct stats_ring){ .v = se->fine_v, .cap = FINE_N };
-			se->coarse = (struct stats_ring){ .v = se->coarse_v, .cap = COARSE_N };
-			se->next = n->stats;
-			n->stats = se;
-		}
-		if (!se)
+		if (se)
+			se->seen = true; /* paused, resuming...: its history stays */
+		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
 			continue;
-		se->seen = true; /* paused, resuming...: its history stays */
-		if (s->st != SB_READY || now < se->next_at)
+		if (!se && !(se = series_new(n, s->id, &p, &u)))
 			continue;
+		se->seen = true;
 		se->next_at = now + SAMPLE_MS;
-		if (sample(n, s->id, &p, &u, &err) == 0)
-			series_add(se, &p);
+		series_add(se, &p);
 	}
 	for (struct stats_series **pp = &n->stats; *pp;) {
 		struct stats_series *se = *pp;
@@ -219,6 +236,7 @@ void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
 	struct sb *s;
 	struct sandbox_usage u;
 	struct stats_pt live;
+	struct stats_series *se;
 	sbx_err err = SBX_ERR_INIT;
 	char why[160];
 	cleanup_json json_t *st = NULL;
@@ -248,11 +266,13 @@ void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "the sandbox's use could not be read on its node"));
 		return;
 	}
+	if (!(se = series_find(n, id)))
+		se = series_new(n, id, &live, &u); /* asked before the first pass sampled it */
 	st = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o*}", "cpu_quota_usec", (json_int_t)u.cpu_quota_usec,
 		       "cpu_period_usec", (json_int_t)u.cpu_period_usec, "host_cpus", (json_int_t)(cpus > 0 ? cpus : 1),
 		       "mem_limit", (json_int_t)u.mem_limit, "disk_total", (json_int_t)u.disk_total, "pids_max",
 		       (json_int_t)u.pids_max, "points",
-		       window(series_find(n, id), live.t - (long long)hours * 3600000, &live));
+		       window(se, live.t - (long long)hours * 3600000, &live));
 	text = st && json_object_get(st, "points") ? json_dumps(st, JSON_COMPACT) : NULL;
 	if (!text) {
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "out of memory"));

@@ -68,6 +68,18 @@ static long long v1_limit(long long v)
 	return v < 0 || v >= (1LL << 60) ? -1 : v;
 }
 
+/* The wall ms a cgroup directory was made (kernfs sets its times then). */
+static long long born(const char *ctrl, const char *id)
+{
+	char path[300];
+	struct stat st;
+
+	cg_file(path, sizeof(path), ctrl, id, "");
+	if (stat(path, &st) < 0)
+		return -1;
+	return (long long)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+}
+
 static void read_cgroups(const char *id, struct sandbox_usage *u)
 {
 	char path[300], buf[128];
@@ -76,6 +88,7 @@ static void read_cgroups(const char *id, struct sandbox_usage *u)
 	u->mem_bytes = read_num("memory", id, "memory.usage_in_bytes");
 	if (u->mem_bytes >= 0) {
 		/* v1 */
+		u->born_ms = born("memory", id);
 		inactive = read_key("memory", id, "memory.stat", "total_inactive_file");
 		u->mem_limit = v1_limit(read_num("memory", id, "memory.limit_in_bytes"));
 		u->cpu_usec = read_num("cpuacct", id, "cpuacct.usage");
@@ -89,6 +102,7 @@ static void read_cgroups(const char *id, struct sandbox_usage *u)
 		u->mem_bytes = read_num("", id, "memory.current");
 		if (u->mem_bytes < 0)
 			return;
+		u->born_ms = born("", id);
 		inactive = read_key("", id, "memory.stat", "inactive_file");
 		u->mem_limit = read_num("", id, "memory.max");
 		u->cpu_usec = read_key("", id, "cpu.stat", "usage_usec");

@@ -21,6 +21,7 @@ struct sandbox_usage {
 	long long disk_total; /* the image's size (specs.disk GB) */
 	long long pids, pids_max; /* host tasks of the sandbox (gVisor's sentry threads, its gofer) */
 	long long net_rx, net_tx; /* bytes through its interfaces (loopback left out) */
+	long long born_ms;        /* wall ms its memory cgroup was made: the counters were 0 then */
 };
 
 /* Fills u for sandbox id (a placement). < 0 only when it has no memory

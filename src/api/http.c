@@ -65,7 +65,8 @@ static void send_json(struct api_req *r, int status, json_t *body /* stolen */, 
 		return;
 	}
 	if (body)
-		s = json_dumps(body, JSON_COMPACT);
+		/* 15 digits: a real like 4.27 prints so, not as 4.2699999999999996 */
+		s = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(body);
 	if (status == 204) {
 		send_head(r, status, NULL, extra);

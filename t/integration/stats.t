@@ -51,6 +51,7 @@ is "$(j -c '.data.average | [(.memory.totalInPercentage, .memory.size, .cpu.tota
 is "$(cur memTotal) $(cur diskTotal) $(cur cpuCount)" "$((512 * MB)) $((2 * 1024 * MB)) 1" \
 	"the limits are the specs: memory 512 MB, disk 2 GB, one core"
 like "$(cur memUsed)" '^[0-9]+$' "memory in use: $(($(cur memUsed) / MB)) MB"
+ok "[ $(j '.data.results | length') -ge 1 ]" "asked at once after the create: a point already (the mean since the start)"
 like "$(cur diskUsed)" '^[0-9]+$' "disk in use: $(($(cur diskUsed) / MB)) MB"
 like "$(cur pids) $(cur timestamp)" "^[0-9]+ [0-9T:.-]+Z$" "host tasks ($(cur pids)) and the time of the reading"
 
@@ -62,10 +63,10 @@ req nginx POST "/sandboxes/$ID/exec" "$(jq -nc --arg c "$hold" '{background:true
 is "$STATUS" 200 "a process that holds 100 MB"
 PID=$(j .data.pid)
 wait_until 60 test -e "$SB_STATE/sandboxes/$(sb_place "$ID")/disk/tmp/held"
-ok 'wait_until 30 mem_above "$ID" $((mem0 + 90 * MB))' \
-	"memory in use rises by 100 MB ($((mem0 / MB)) -> $(($(cur memUsed) / MB)) MB)"
+wait_until 30 mem_above "$ID" $((mem0 + 90 * MB))
+ok $? "memory in use rises by 100 MB ($((mem0 / MB)) -> $(($(cur memUsed) / MB)) MB)"
 last=$(j '.data.results[-1].memory')
-ok "[ \"\$(jq -n \"$last > $((mem0 / MB)) + 90\")\" = true ]" "the last point says so too ($last MB)"
+ok "[ \"\$(jq -n '$last > $((mem0 / MB)) + 90')\" = true ]" "the last point, the reading now, says so too ($last MB)"
 like "$(j .data.average.memory.totalInPercentage)" '^[0-9.]+$' "average memory: $(j .data.average.memory.size) MB, $(j .data.average.memory.totalInPercentage) %"
 req nginx POST "/sandboxes/$ID/processes/$PID/signal" '{"signal":"KILL"}'
 
@@ -88,8 +89,8 @@ T_SECTION=disk
 d0=$(cur diskUsed)
 vexec "$ID" 'dd if=/dev/urandom of=/root/big bs=1M count=200 2>/dev/null && sync && echo written'
 is "$OUT" written "a 200 MB file written"
-ok 'wait_until 30 disk_above "$ID" $((d0 + 190 * MB))' \
-	"disk in use rises by 200 MB ($((d0 / MB)) -> $(($(cur diskUsed) / MB)) MB of $(($(cur diskTotal) / MB)))"
+wait_until 30 disk_above "$ID" $((d0 + 190 * MB))
+ok $? "disk in use rises by 200 MB ($((d0 / MB)) -> $(($(cur diskUsed) / MB)) MB of $(($(cur diskTotal) / MB)))"
 
 # ---- the series and the window --------------------------------------------------------------
 T_SECTION=series
@@ -97,7 +98,7 @@ stats "$ID" "?hoursAgo=24"
 is "$STATUS" 200 "hoursAgo=24: 200"
 n=$(j '.data.results | length')
 ok "[ $n -ge 1 ] && [ $n -le 250 ]" "between 1 and 250 points ($n)"
-is "$(j -r '[.data.results[].date | test("'"$RFC3339"'")] | all')" true "each point's date is RFC 3339 UTC"
+is "$(j --arg re "$RFC3339" '[.data.results[].date | test($re)] | all')" true "each point's date is RFC 3339 UTC"
 is "$(j -r '[.data.results[].date] | . == sort')" true "in order"
 for q in 0 721 abc -1 1.5; do
 	stats "$ID" "?hoursAgo=$q"
