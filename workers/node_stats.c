@@ -101,11 +101,25 @@ static void series_add(struct stats_series *se, const struct stats_pt *p)
 		ring_push(&se->coarse, p);
 }
 
-/* A new series starts with the sandbox's cgroup's birth, when its CPU
- * and byte counters were 0: the first reading then has a rate (the mean
- * since its start) however soon it is asked for. */
-static struct stats_series *series_new(struct node *n, const char *id, const struct stats_pt *first,
-				       const struct sandbox_usage *u)
+/* Before a sample p (read as u): the birth of its cgroup, when that is
+ * newer than the series' last sample (a new series; a resume made the
+ * cgroup again). Its CPU and byte counters were 0 then, so the reading
+ * has a rate, the mean since that start, however soon it is asked for. */
+static void series_rebase(struct stats_series *se, const struct stats_pt *p, const struct sandbox_usage *u)
+{
+	struct stats_pt b = *p;
+
+	if (u->born_ms <= 0 || u->born_ms >= p->t ||
+	    (se->fine.n && u->born_ms <= ring_at(&se->fine, se->fine.n - 1)->t))
+		return;
+	b.t = u->born_ms;
+	b.cpu_usec = u->cpu_usec >= 0 ? 0 : -1;
+	b.rx = u->net_rx >= 0 ? 0 : -1;
+	b.tx = u->net_tx >= 0 ? 0 : -1;
+	series_add(se, &b);
+}
+
+static struct stats_series *series_new(struct node *n, const char *id)
 {
 	struct stats_series *se = calloc(1, sizeof(*se));
 
@@ -114,14 +128,6 @@ static struct stats_series *series_new(struct node *n, const char *id, const str
 	snprintf(se->id, sizeof(se->id), "%s", id);
 	se->fine = (struct stats_ring){ .v = se->fine_v, .cap = FINE_N };
 	se->coarse = (struct stats_ring){ .v = se->coarse_v, .cap = COARSE_N };
-	if (u->born_ms > 0 && u->born_ms < first->t) {
-		struct stats_pt b = *first;
-		b.t = u->born_ms;
-		b.cpu_usec = u->cpu_usec >= 0 ? 0 : -1;
-		b.rx = u->net_rx >= 0 ? 0 : -1;
-		b.tx = u->net_tx >= 0 ? 0 : -1;
-		series_add(se, &b);
-	}
 	se->next = n->stats;
 	n->stats = se;
 	return se;
@@ -150,10 +156,11 @@ void stats_pass(struct node *n)
 			se->seen = true; /* paused, resuming...: its history stays */
 		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
 			continue;
-		if (!se && !(se = series_new(n, s->id, &p, &u)))
+		if (!se && !(se = series_new(n, s->id)))
 			continue;
 		se->seen = true;
 		se->next_at = now + SAMPLE_MS;
+		series_rebase(se, &p, &u);
 		series_add(se, &p);
 	}
 	for (struct stats_series **pp = &n->stats; *pp;) {
@@ -266,8 +273,9 @@ void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "the sandbox's use could not be read on its node"));
 		return;
 	}
-	if (!(se = series_find(n, id)))
-		se = series_new(n, id, &live, &u); /* asked before the first pass sampled it */
+	/* asked before the first pass sampled it, or since a resume */
+	if ((se = series_find(n, id)) || (se = series_new(n, id)))
+		series_rebase(se, &live, &u);
 	st = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o*}", "cpu_quota_usec", (json_int_t)u.cpu_quota_usec,
 		       "cpu_period_usec", (json_int_t)u.cpu_period_usec, "host_cpus", (json_int_t)(cpus > 0 ? cpus : 1),
 		       "mem_limit", (json_int_t)u.mem_limit, "disk_total", (json_int_t)u.disk_total, "pids_max",

@@ -13,7 +13,8 @@
 #  - results are RFC 3339 dates in order, at most about 250 of them;
 #    hoursAgo other than an integer 1..720 is a 400;
 #  - another organisation's sandbox, or an unknown one, is a 404; a paused
-#    sandbox is a 400 naming its state.
+#    sandbox is a 400 naming its state, and after the resume its stats are
+#    there again.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc" runsc jq
@@ -123,5 +124,12 @@ is "$(j .data.status)" paused "paused"
 stats "$ID"
 is "$STATUS" 400 "stats of a paused sandbox: 400"
 like "$(j .message)" paused "naming its state ($(j .message))"
+req nginx POST "/sandboxes/$ID/resume"
+req nginx GET "/sandboxes/$ID/wait?timeout=60"
+is "$(j .data.status)" ready "resumed"
+stats "$ID"
+is "$STATUS $(cur memTotal)" "200 $((512 * MB))" "stats again after the resume, the same limits"
+ok "[ \"\$(j '[.data.results[] | .cpu >= 0 and .memory > 0] | all')\" = true ]" \
+	"the series goes on across the pause ($(j '.data.results | length') points)"
 
 finish
