@@ -129,7 +129,7 @@ req nginx GET "/sandboxes/$ID/wait?timeout=60"
 is "$(j .data.status)" ready "resumed"
 stats "$ID"
 is "$STATUS $(cur memTotal)" "200 $((512 * MB))" "stats again after the resume, the same limits"
-ok "[ \"\$(j '[.data.results[] | .cpu >= 0 and .memory > 0] | all')\" = true ]" \
-	"the series goes on across the pause ($(j '.data.results | length') points)"
+ok "[ $(j '[.data.results[] | select(.cpu >= 0 and .memory > 0)] | length') -ge 2 ]" \
+	"the series goes on across the pause: points from before it and after ($(j '.data.results | length'))"
 
 finish
