@@ -740,6 +740,9 @@ def check_runtime(t, spec, cl, sid):
              "error": "Destination directory does not exist: /no-such-dir"}]),
         what="content_base64, one good file and one bad")
     one("DELETE", "/files/tmp/openapi-check.txt", "/sandboxes/{id}/files/{path}", "delete", 204)
+    one("GET", "/stats", "/sandboxes/{id}/stats", "get", 200,
+        extra=lambda r: [] if r.json["data"].get("current") else ["no current"], what="with the extension current")
+    one("GET", "/stats?hoursAgo=0", "/sandboxes/{id}/stats", "get", 400)
     r = one("POST", "/exec", "/sandboxes/{id}/exec", "post", 200, body='{"cmd":"cat","background":true}',
             what="background")
     pid = (r.json or {}).get("data", {}).get("pid") if r.json_ok and isinstance(r.json.get("data"), dict) else None

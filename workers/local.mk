@@ -12,7 +12,8 @@ workers_libsbxnode_a_SOURCES = \
 	workers/volume.c workers/volume.h \
 	workers/pause.c \
 	workers/sandbox.c workers/sandbox.h \
-	workers/freezer.c workers/freezer.h
+	workers/freezer.c workers/freezer.h \
+	workers/stats.c workers/stats.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 
 # sbx-worker: the worker master and one file per role.
@@ -22,7 +23,7 @@ workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c wor
 	workers/node.c workers/node_int.h workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c \
 	workers/pool.c workers/reaper.c \
 	workers/egress_node.c workers/egress_node.h \
-	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h
+	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h workers/node_stats.c
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 

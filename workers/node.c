@@ -395,6 +395,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	case SBX_MSG_RESUME:
 		on_pause(n, m, kind, body);
 		break;
+	case SBX_MSG_STATS:
+		node_on_stats(n, m, body);
+		break;
 	case SBX_MSG_PING: {
 		int count = 0;
 		for (int i = 0; i < MAX_SANDBOXES; i++)
@@ -682,6 +685,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		if (mq_up)
 			pool_tick(n); /* after the first orphan pass: our old members are gone */
 		idle_pass(n);
+		stats_pass(n);
 		{
 			/* wake up for the next op whose answer from sbx-init is due */
 			long long due = relay_tick(n->relay);
@@ -729,6 +733,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	stats_free(n);
 	execlog_free(n->xlog); /* after the relay: its last ops are recorded */
 	egress_node_free(n->egress);
 	mq_unwatch(n);

@@ -87,6 +87,8 @@ struct node {
 	long long pool_retry_at; /* a pool start failed: no other before this (mono ms) */
 	struct egress_node *egress; /* policies in force, hostnames kept current, DNS forwarder */
 	struct execlog *xlog; /* the execs rows, written off the loop (execlog.c) */
+	struct stats_series *stats; /* node_stats.c: each sandbox's recent use */
+	long long next_stats;
 };
 
 /* node.c */
@@ -153,6 +155,11 @@ void check_liveness(struct node *n);
 void reap_orphans(struct node *n, bool at_start);
 /* This node and the templates it has, in the nodes table (heartbeat). */
 void node_register(struct node *n);
+/* node_stats.c: samples each ready sandbox's use (every turn of the loop;
+ * it keeps its own pace), answers stats requests, frees it all at the end. */
+void stats_pass(struct node *n);
+void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body);
+void stats_free(struct node *n);
 /* node_pause.c: pause and resume requests, their ends, and settling the
  * records an interrupted pause or resume left in pausing/resuming. */
 void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body);

@@ -134,6 +134,8 @@ void h_sandbox_egress(struct api_req *r);
 /* mode + allow of a create or an egress switch: what this server can
  * enforce, or a 400 naming what it cannot */
 int api_egress_check(const char *mode, const json_t *allow, sbx_err *err);
+/* h_stats.c */
+void h_sandbox_stats(struct api_req *r);
 
 void h_exec(struct api_req *r);
 void h_code(struct api_req *r);

@@ -65,7 +65,8 @@ static void send_json(struct api_req *r, int status, json_t *body /* stolen */, 
 		return;
 	}
 	if (body)
-		s = json_dumps(body, JSON_COMPACT);
+		/* 15 digits: a real like 4.27 prints so, not as 4.2699999999999996 */
+		s = json_dumps(body, JSON_COMPACT | JSON_REAL_PRECISION(15));
 	json_decref(body);
 	if (status == 204) {
 		send_head(r, status, NULL, extra);
@@ -336,6 +337,7 @@ static const struct {
 	[SBX_R_SANDBOX_RESUME] = { .post = h_sandbox_resume },
 	[SBX_R_SANDBOX_TIMEOUT] = { .post = h_sandbox_timeout },
 	[SBX_R_SANDBOX_EGRESS] = { .put = h_sandbox_egress },
+	[SBX_R_SANDBOX_STATS] = { .get = h_sandbox_stats },
 	[SBX_R_EXEC] = { .post = h_exec },
 	[SBX_R_CODE] = { .post = h_code },
 	[SBX_R_FILE] = { .get = h_file, .put = h_file, .del = h_file },

@@ -333,6 +333,8 @@ static const struct command {
 	{ "pause", "ID", "pause a sandbox", cmd_pause },
 	{ "resume", "ID", "resume a paused sandbox", cmd_resume },
 	{ "snapshot", "ID", "take a snapshot of a sandbox", cmd_snapshot },
+	{ "stats", "[--hours N] ID", "what a sandbox uses now (CPU, memory, disk) and its means over N hours",
+	  cmd_stats },
 	{ "volumes", "[ls | create NAME SIZE_GB | rm VOLUME_ID]", "manage volumes", cmd_volumes },
 	{ "egress", "ID MODE [ALLOW...]", "set a running sandbox's egress: open, deny_all or restricted", cmd_egress },
 	{ "logs", "[-f] ID PID", "output of a background process (-f: follow)", cmd_logs },

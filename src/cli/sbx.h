@@ -74,6 +74,7 @@ int cmd_rm(struct cli *c, int argc, char **argv);
 int cmd_pause(struct cli *c, int argc, char **argv);
 int cmd_resume(struct cli *c, int argc, char **argv);
 int cmd_snapshot(struct cli *c, int argc, char **argv);
+int cmd_stats(struct cli *c, int argc, char **argv);
 int cmd_volumes(struct cli *c, int argc, char **argv);
 int cmd_egress(struct cli *c, int argc, char **argv);
 int cmd_logs(struct cli *c, int argc, char **argv);

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
+#include <math.h>
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,74 @@ static int each_id(struct cli *c, int argc, char **argv, const char *method, con
 int cmd_rm(struct cli *c, int argc, char **argv) { return each_id(c, argc, argv, "DELETE", "", "rm ID..."); }
 int cmd_pause(struct cli *c, int argc, char **argv) { return each_id(c, argc, argv, "POST", "/pause", "pause ID"); }
 int cmd_resume(struct cli *c, int argc, char **argv) { return each_id(c, argc, argv, "POST", "/resume", "resume ID"); }
+
+/* A number of the answer, NAN when absent or null (an unknown figure). */
+static double dnum(json_t *o, const char *path)
+{
+	json_t *v = o;
+	char key[64];
+
+	for (const char *p = path, *dot; v && *p; p = dot ? dot + 1 : p + strlen(p)) {
+		dot = strchr(p, '.');
+		snprintf(key, sizeof(key), "%.*s", (int)(dot ? (size_t)(dot - p) : strlen(p)), p);
+		v = json_object_get(v, key);
+	}
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void print_bytes(const char *label, double used, double total)
+{
+	const double mib = 1024.0 * 1024.0;
+
+	if (isnan(used))
+		printf("%-9s -\n", label);
+	else if (isnan(total) || total <= 0)
+		printf("%-9s %.1f MiB\n", label, used / mib);
+	else
+		printf("%-9s %.1f MiB of %.0f MiB (%.1f%%)\n", label, used / mib, total / mib, 100.0 * used / total);
+}
+
+/* What a sandbox uses now, and its means over the last hours. */
+int cmd_stats(struct cli *c, int argc, char **argv)
+{
+	static const struct option lo[] = { { "hours", required_argument, NULL, 'H' },
+					    { "json", no_argument, NULL, 'J' }, { 0 } };
+	char p[128];
+	long hours = 1;
+	int ch;
+	json_t *v, *d;
+	double x;
+
+	while ((ch = opt(c, argc, argv, "", lo)) != -1)
+		if (ch == 'H')
+			hours = number(optarg, "--hours");
+	need_args(argc - optind, 1, "stats [--hours N] ID");
+	snprintf(p, sizeof(p), "/sandboxes/%s/stats?hoursAgo=%ld", check_id(argv[optind], "sandbox"), hours);
+	v = call_json(c, "GET", p, NULL, "stats");
+	d = json_object_get(v, "data");
+	if (c->json) {
+		print_json(d);
+		json_decref(v);
+		return 0;
+	}
+	printf("%-9s %.1f%% of %g core%s", "cpu", dnum(d, "current.cpuUsedPct"), dnum(d, "current.cpuCount"),
+	       dnum(d, "current.cpuCount") == 1 ? "" : "s");
+	if (!isnan(x = dnum(d, "current.cpuSeconds")))
+		printf(" (%.2f s used)", x);
+	printf("\n");
+	print_bytes("memory", dnum(d, "current.memUsed"), dnum(d, "current.memTotal"));
+	print_bytes("disk", dnum(d, "current.diskUsed"), dnum(d, "current.diskTotal"));
+	if (!isnan(x = dnum(d, "current.pids")))
+		printf("%-9s %.0f host tasks (of %.0f)\n", "pids", x, dnum(d, "current.pidsMax"));
+	if (!isnan(x = dnum(d, "current.networkRxBytes")))
+		printf("%-9s %.0f bytes in, %.0f out\n", "network", x, dnum(d, "current.networkTxBytes"));
+	printf("%-9s cpu %.1f%%, memory %.1f MiB (%.1f%%), network %.0f B/s over %ld h (%zu points)\n", "average",
+	       dnum(d, "average.cpu.totalInPercentage"), dnum(d, "average.memory.size"),
+	       dnum(d, "average.memory.totalInPercentage"), dnum(d, "average.network.bytesPerSecond"), hours,
+	       json_array_size(json_object_get(d, "results")));
+	json_decref(v);
+	return 0;
+}
 
 int cmd_snapshot(struct cli *c, int argc, char **argv)
 {

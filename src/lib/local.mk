@@ -14,7 +14,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/sandbox_state.c src/lib/sandbox_state.h \
 	src/lib/mq.c src/lib/mq.h \
 	src/lib/msg.c src/lib/msg.h \
-	src/lib/reply.c src/lib/reply.h \
+	src/lib/reply.c src/lib/reply.h src/lib/stats_view.c src/lib/stats_view.h \
 	src/lib/daemon.c src/lib/daemon.h \
 	src/lib/router.c src/lib/router.h \
 	src/lib/frame.c src/lib/frame.h \

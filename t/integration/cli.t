@@ -19,7 +19,7 @@ unset SBX_API_KEY SBX_CONFIG
 HOME=$T/home
 mkdir -p "$HOME"
 
-plan 42
+plan 44
 
 # --- configuration
 out=$(env -u SBX_URL -u SBX_KEY "$SBX" ls 2>&1)
@@ -53,6 +53,9 @@ like "$("$SBX" ls)" "$ID +it-cli-a +debian-12 +ready" "ls: a line with id, name,
 is "$("$SBX" ls --json | jq -r --arg id "$ID" '.[] | select(.id == $id) | .status')" ready "ls --json: the sandbox is ready"
 is "$("$SBX" get "$ID" --json | jq -r '[.status, .metadata.owner] | join(",")')" "ready,cli-test" "get --json: status and metadata"
 like "$("$SBX" get "$ID")" "status +ready" "get: one 'field value' line per field"
+like "$("$SBX" stats "$ID")" "memory +[0-9.]+ MiB of 256 MiB" "stats: memory in use against the sandbox's 256 MiB"
+is "$("$SBX" stats --json "$ID" | jq -r '"\(.current.memTotal) \(.replicaCount)"')" "268435456 1" \
+	"stats --json: the API's data (memTotal in bytes, replicaCount)"
 out=$("$SBX" get 0123 2>&1)
 is "$?" 2 "get of a malformed id: exit 2 (nothing sent)"
 out=$("$SBX" get 0123456789abcdef01234567 2>&1)

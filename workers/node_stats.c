@@ -1,0 +1,290 @@
+/* A sandbox's resource use over time (GET /sandboxes/{id}/stats): the node
+ * agent samples every ready sandbox of its own every SAMPLE_MS (stats.h:
+ * its cgroups, disk and interfaces) and keeps the samples in memory, the
+ * last hour at full rate and one every COARSE_MS for a day. A stats request
+ * adds a sample taken as it arrives, so the answer ends with what the
+ * sandbox uses now.
+ *
+ * Samples keep the cumulative counters (CPU time, bytes), not rates: any
+ * two of them give the mean rate between them, so thinning a window out
+ * to POINTS_MAX points (the API's shape) loses no CPU second and no byte.
+ * The API turns them into the public shape (src/api/h_stats.c).
+ *
+ * The samples live as long as the placement on this node (a pause keeps
+ * them; a restart of the agent starts again). */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "clock.h"
+#include "json.h"
+#include "log.h"
+#include "node_int.h"
+#include "reply.h"
+#include "stats.h"
+
+#define SAMPLE_MS 15000
+#define FINE_N 240 /* the last hour at SAMPLE_MS */
+#define COARSE_MS 300000
+#define COARSE_N 288 /* a day at COARSE_MS */
+/* the answer's results, plus the sample before the first (its baseline) */
+#define POINTS_MAX 250
+/* a live sample this close to the last kept one replaces it: a rate over
+ * a few ms says nothing */
+#define MIN_GAP_MS 1000
+
+struct stats_pt {
+	long long t; /* wall ms */
+	long long cpu_usec, mem, disk, pids, rx, tx;
+};
+
+struct stats_ring {
+	struct stats_pt *v;
+	int cap, n, head; /* head: the next slot written */
+};
+
+struct stats_series {
+	struct stats_series *next;
+	char id[SBX_ID_LEN + 1]; /* the placement */
+	long long next_at;       /* mono ms of the next sample */
+	bool seen;
+	struct stats_ring fine, coarse;
+	struct stats_pt fine_v[FINE_N], coarse_v[COARSE_N];
+};
+
+static long long wall_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void ring_push(struct stats_ring *r, const struct stats_pt *p)
+{
+	r->v[r->head] = *p;
+	r->head = (r->head + 1) % r->cap;
+	if (r->n < r->cap)
+		r->n++;
+}
+
+/* The i-th oldest. */
+static const struct stats_pt *ring_at(const struct stats_ring *r, int i)
+{
+	return &r->v[(r->head - r->n + i + r->cap) % r->cap];
+}
+
+static struct stats_series *series_find(struct node *n, const char *id)
+{
+	for (struct stats_series *se = n->stats; se; se = se->next)
+		if (!strcmp(se->id, id))
+			return se;
+	return NULL;
+}
+
+static int sample(struct node *n, const char *id, struct stats_pt *p, struct sandbox_usage *u, sbx_err *err)
+{
+	if (sandbox_usage_read(&n->sc, id, u, err) < 0)
+		return -1;
+	*p = (struct stats_pt){ .t = wall_ms(), .cpu_usec = u->cpu_usec, .mem = u->mem_bytes, .disk = u->disk_used,
+				.pids = u->pids, .rx = u->net_rx, .tx = u->net_tx };
+	return 0;
+}
+
+static void series_add(struct stats_series *se, const struct stats_pt *p)
+{
+	ring_push(&se->fine, p);
+	if (!se->coarse.n || p->t - ring_at(&se->coarse, se->coarse.n - 1)->t >= COARSE_MS)
+		ring_push(&se->coarse, p);
+}
+
+/* Before a sample p (read as u): the birth of its cgroup, when that is
+ * newer than the series' last sample (a new series; a resume made the
+ * cgroup again). Its CPU and byte counters were 0 then, so the reading
+ * has a rate, the mean since that start, however soon it is asked for. */
+static void series_rebase(struct stats_series *se, const struct stats_pt *p, const struct sandbox_usage *u)
+{
+	struct stats_pt b = *p;
+
+	if (u->born_ms <= 0 || u->born_ms >= p->t ||
+	    (se->fine.n && u->born_ms <= ring_at(&se->fine, se->fine.n - 1)->t))
+		return;
+	b.t = u->born_ms;
+	b.cpu_usec = u->cpu_usec >= 0 ? 0 : -1;
+	b.rx = u->net_rx >= 0 ? 0 : -1;
+	b.tx = u->net_tx >= 0 ? 0 : -1;
+	series_add(se, &b);
+}
+
+static struct stats_series *series_new(struct node *n, const char *id)
+{
+	struct stats_series *se = calloc(1, sizeof(*se));
+
+	if (!se)
+		return NULL;
+	snprintf(se->id, sizeof(se->id), "%s", id);
+	se->fine = (struct stats_ring){ .v = se->fine_v, .cap = FINE_N };
+	se->coarse = (struct stats_ring){ .v = se->coarse_v, .cap = COARSE_N };
+	se->next = n->stats;
+	n->stats = se;
+	return se;
+}
+
+void stats_pass(struct node *n)
+{
+	long long now = sbx_now_ms();
+
+	if (now < n->next_stats)
+		return;
+	n->next_stats = now + 1000;
+	for (struct stats_series *se = n->stats; se; se = se->next)
+		se->seen = false;
+	for (int i = 0; i < MAX_SANDBOXES; i++) {
+		struct sb *s = &n->sbs[i];
+		struct stats_series *se;
+		struct sandbox_usage u;
+		struct stats_pt p;
+		sbx_err err = SBX_ERR_INIT;
+
+		if (s->st == SB_FREE || s->st == SB_DESTROYING || s->pool || !s->sandbox_id[0])
+			continue;
+		se = series_find(n, s->id);
+		if (se)
+			se->seen = true; /* paused, resuming...: its history stays */
+		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
+			continue;
+		if (!se && !(se = series_new(n, s->id)))
+			continue;
+		se->seen = true;
+		se->next_at = now + SAMPLE_MS;
+		series_rebase(se, &p, &u);
+		series_add(se, &p);
+	}
+	for (struct stats_series **pp = &n->stats; *pp;) {
+		struct stats_series *se = *pp;
+		if (se->seen) {
+			pp = &se->next;
+			continue;
+		}
+		*pp = se->next;
+		free(se);
+	}
+}
+
+void stats_free(struct node *n)
+{
+	while (n->stats) {
+		struct stats_series *se = n->stats;
+		n->stats = se->next;
+		free(se);
+	}
+}
+
+static const char *state_name(enum sb_state st)
+{
+	switch (st) {
+	case SB_STARTING: return "starting";
+	case SB_PAUSING: return "pausing";
+	case SB_PAUSED: return "paused";
+	case SB_RESUMING: return "resuming";
+	case SB_DESTROYING: return "being destroyed";
+	default: return "not running";
+	}
+}
+
+static json_t *pt_json(const struct stats_pt *p)
+{
+	return json_pack("[I, I, I, I, I, I, I]", (json_int_t)p->t, (json_int_t)p->cpu_usec, (json_int_t)p->mem,
+			 (json_int_t)p->disk, (json_int_t)p->pids, (json_int_t)p->rx, (json_int_t)p->tx);
+}
+
+/* The samples since `since` (wall ms), oldest first, the live one last,
+ * thinned out to POINTS_MAX + 1 evenly over them (first and last kept). */
+static json_t *window(const struct stats_series *se, long long since, const struct stats_pt *live)
+{
+	static struct stats_pt all[FINE_N + COARSE_N + 1];
+	json_t *out = json_array();
+	int k = 0, want = POINTS_MAX + 1;
+	long long fine_from = se && se->fine.n ? ring_at(&se->fine, 0)->t : live->t;
+
+	for (int i = 0; se && i < se->coarse.n; i++) {
+		const struct stats_pt *p = ring_at(&se->coarse, i);
+		if (p->t >= since && p->t < fine_from)
+			all[k++] = *p;
+	}
+	for (int i = 0; se && i < se->fine.n; i++) {
+		const struct stats_pt *p = ring_at(&se->fine, i);
+		if (p->t >= since)
+			all[k++] = *p;
+	}
+	if (k > 1 && live->t - all[k - 1].t < MIN_GAP_MS)
+		k--;
+	all[k++] = *live;
+	if (!out)
+		return NULL;
+	for (int j = 0; j < (k < want ? k : want); j++) {
+		int i = k <= want ? j : (int)((long long)j * (k - 1) / (want - 1));
+		if (json_array_append_new(out, pt_json(&all[i])) < 0) {
+			json_decref(out);
+			return NULL;
+		}
+	}
+	return out;
+}
+
+void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	const char *id = NULL, *sid = NULL; /* the placement, its record */
+	json_error_t jerr;
+	int hours = 0;
+	struct sb *s;
+	struct sandbox_usage u;
+	struct stats_pt live;
+	struct stats_series *se;
+	sbx_err err = SBX_ERR_INIT;
+	char why[160];
+	cleanup_json json_t *st = NULL;
+	cleanup_free char *text = NULL;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i}", "sandbox_id", &sid, "placement_id", &id,
+			   "hours", &hours) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || hours < 1 || hours > 100000) {
+		log_warnx("rejecting a malformed stats request");
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed stats request"));
+		return;
+	}
+	s = sb_find(n, id);
+	/* a placement answers only for the record it serves (never the pool's) */
+	if (!s || s->pool || strcmp(s->sandbox_id, sid)) {
+		node_reply_msg(n, m, sbx_reply_fail("not_found", "the sandbox is not on this node"));
+		return;
+	}
+	if (s->st != SB_READY) {
+		snprintf(why, sizeof(why), "%s", state_name(s->st));
+		node_reply_msg(n, m, sbx_reply_fail("bad_state", why));
+		return;
+	}
+	if (sample(n, id, &live, &u, &err) < 0) {
+		log_warnx("sandbox %s: reading its use: %s (placement %s)", sid, err.msg, id);
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "the sandbox's use could not be read on its node"));
+		return;
+	}
+	/* asked before the first pass sampled it, or since a resume */
+	if ((se = series_find(n, id)) || (se = series_new(n, id)))
+		series_rebase(se, &live, &u);
+	st = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o*}", "cpu_quota_usec", (json_int_t)u.cpu_quota_usec,
+		       "cpu_period_usec", (json_int_t)u.cpu_period_usec, "host_cpus", (json_int_t)(cpus > 0 ? cpus : 1),
+		       "mem_limit", (json_int_t)u.mem_limit, "disk_total", (json_int_t)u.disk_total, "pids_max",
+		       (json_int_t)u.pids_max, "points",
+		       window(se, live.t - (long long)hours * 3600000, &live));
+	text = st && json_object_get(st, "points") ? json_dumps(st, JSON_COMPACT) : NULL;
+	if (!text) {
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "out of memory"));
+		return;
+	}
+	node_reply_msg(n, m, json_pack("{s:b, s:s}", "ok", 1, "stats", text));
+}

@@ -1,0 +1,173 @@
+/* A sandbox's resource use from the host (stats.h). Both cgroup layouts
+ * runsc uses are read: v1 (one hierarchy per controller,
+ * /sys/fs/cgroup/CTRL/sbx/ID) and v2 (/sys/fs/cgroup/sbx/ID). */
+#include "config.h"
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "id.h"
+#include "runsc.h"
+#include "stats.h"
+
+#define CG "/sys/fs/cgroup"
+
+static ssize_t read_file(const char *path, char *buf, size_t cap)
+{
+	cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	ssize_t r;
+
+	if (fd < 0 || (r = read(fd, buf, cap - 1)) < 0)
+		return -1;
+	buf[r] = 0;
+	return r;
+}
+
+/* ctrl: "memory", "cpu"... for v1's hierarchies, "" for v2's one. */
+static void cg_file(char *out, size_t n, const char *ctrl, const char *id, const char *file)
+{
+	snprintf(out, n, CG "%s%s/" CGROUP_PARENT "/%s/%s", ctrl[0] ? "/" : "", ctrl, id, file);
+}
+
+/* A file holding one number ("max" is no limit: -1); -1 when unreadable. */
+static long long read_num(const char *ctrl, const char *id, const char *file)
+{
+	char path[300], buf[64], *end;
+	long long v;
+
+	cg_file(path, sizeof(path), ctrl, id, file);
+	if (read_file(path, buf, sizeof(buf)) <= 0 || !strncmp(buf, "max", 3))
+		return -1;
+	v = strtoll(buf, &end, 10);
+	return end == buf ? -1 : v;
+}
+
+/* The value of "key N" in a flat keyed file (memory.stat, cpu.stat);
+ * -1 when absent. */
+static long long read_key(const char *ctrl, const char *id, const char *file, const char *key)
+{
+	char path[300], buf[8192];
+	size_t kl = strlen(key);
+
+	cg_file(path, sizeof(path), ctrl, id, file);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return -1;
+	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, key, kl) && l[kl] == ' ')
+			return strtoll(l + kl + 1, NULL, 10);
+	return -1;
+}
+
+/* A limit of v1 "no limit" is a huge number (PAGE_COUNTER_MAX pages). */
+static long long v1_limit(long long v)
+{
+	return v < 0 || v >= (1LL << 60) ? -1 : v;
+}
+
+/* The wall ms a cgroup directory was made (kernfs sets its times then). */
+static long long born(const char *ctrl, const char *id)
+{
+	char path[300];
+	struct stat st;
+
+	cg_file(path, sizeof(path), ctrl, id, "");
+	if (stat(path, &st) < 0)
+		return -1;
+	return (long long)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
+}
+
+static void read_cgroups(const char *id, struct sandbox_usage *u)
+{
+	char path[300], buf[128];
+	long long inactive;
+
+	u->mem_bytes = read_num("memory", id, "memory.usage_in_bytes");
+	if (u->mem_bytes >= 0) {
+		/* v1 */
+		u->born_ms = born("memory", id);
+		inactive = read_key("memory", id, "memory.stat", "total_inactive_file");
+		u->mem_limit = v1_limit(read_num("memory", id, "memory.limit_in_bytes"));
+		u->cpu_usec = read_num("cpuacct", id, "cpuacct.usage");
+		if (u->cpu_usec >= 0)
+			u->cpu_usec /= 1000; /* ns */
+		u->cpu_quota_usec = read_num("cpu", id, "cpu.cfs_quota_us");
+		u->cpu_period_usec = read_num("cpu", id, "cpu.cfs_period_us");
+		u->pids = read_num("pids", id, "pids.current");
+		u->pids_max = read_num("pids", id, "pids.max");
+	} else {
+		u->mem_bytes = read_num("", id, "memory.current");
+		if (u->mem_bytes < 0)
+			return;
+		u->born_ms = born("", id);
+		inactive = read_key("", id, "memory.stat", "inactive_file");
+		u->mem_limit = read_num("", id, "memory.max");
+		u->cpu_usec = read_key("", id, "cpu.stat", "usage_usec");
+		cg_file(path, sizeof(path), "", id, "cpu.max");
+		if (read_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%lld %lld", &u->cpu_quota_usec,
+								     &u->cpu_period_usec) != 2) {
+			u->cpu_quota_usec = -1; /* "max PERIOD" */
+			u->cpu_period_usec = -1;
+		}
+		u->pids = read_num("", id, "pids.current");
+		u->pids_max = read_num("", id, "pids.max");
+	}
+	/* what `docker stats` shows too: cache the kernel can drop is not in use */
+	if (inactive > 0 && inactive < u->mem_bytes)
+		u->mem_bytes -= inactive;
+}
+
+/* /proc/PID/net/dev of the sentry: the counters of the sandbox's own
+ * network namespace (runsc --network=sandbox runs it there). */
+static void read_net(const struct sandbox_paths *p, struct sandbox_usage *u)
+{
+	char path[64], buf[4096];
+	pid_t pid = runsc_read_pidfile(p);
+	long long rx = 0, tx = 0;
+
+	if (pid <= 0)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)pid);
+	if (read_file(path, buf, sizeof(buf)) <= 0)
+		return;
+	/* two header lines, then "  name: rx_bytes packets ... (8 rx fields) tx_bytes ..." */
+	for (char *l = strchr(buf, '\n'); l && (l = strchr(l + 1, '\n'));) {
+		char name[32];
+		unsigned long long v[9];
+
+		if (sscanf(l + 1, " %31[^:]: %llu %llu %llu %llu %llu %llu %llu %llu %llu", name, &v[0], &v[1], &v[2],
+			   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 10 ||
+		    !strcmp(name, "lo"))
+			continue;
+		rx += (long long)v[0];
+		tx += (long long)v[8];
+	}
+	u->net_rx = rx;
+	u->net_tx = tx;
+}
+
+int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct sandbox_usage *u, sbx_err *err)
+{
+	struct sandbox_paths p;
+	struct statvfs vfs;
+	struct stat st, top;
+
+	memset(u, 0xff, sizeof(*u)); /* every field -1 */
+	if (!sbx_id_valid(id))
+		return sbx_err_set(err, 400, "sandbox", "invalid sandbox id");
+	read_cgroups(id, u);
+	if (u->mem_bytes < 0)
+		return sbx_err_set(err, 404, "sandbox", "sandbox %s has no memory cgroup here", id);
+	sandbox_paths(c, id, &p);
+	if (stat(p.disk_img, &st) == 0)
+		u->disk_total = (long long)st.st_size;
+	/* only when the image is mounted there: else statvfs tells the host's disk */
+	if (stat(p.disk_mnt, &st) == 0 && stat(p.dir, &top) == 0 && st.st_dev != top.st_dev &&
+	    statvfs(p.disk_mnt, &vfs) == 0)
+		u->disk_used = (long long)(vfs.f_blocks - vfs.f_bfree) * (long long)vfs.f_frsize;
+	read_net(&p, u);
+	return 0;
+}
