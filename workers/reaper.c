@@ -57,6 +57,10 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 			log_warnx("sandbox %s: destroy failed (%s); next pass retries", PQgetvalue(d, i, 0),
 				  rep.json ? (rep.error ? rep.error : "no reason given") : err.msg);
 	}
+
+	/* 4. what the driver placed elsewhere (Nomad's jobs) against the records */
+	if (drv->ops->reap && !sbx_child_stop)
+		drv->ops->reap(drv);
 }
 
 int reaper_run(const sbx_config *cfg, int index, void *ctx)
@@ -70,6 +74,7 @@ int reaper_run(const sbx_config *cfg, int index, void *ctx)
 	if (sbx_db_open(&db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (retried)", err.msg);
 	driver_init(&drv, cfg, &err);
+	drv.db = &db;
 	while (!sbx_child_stop) {
 		pass(&db, &drv, cfg);
 		worker_sleep_ms(sbx_cfg_int(cfg, "reaper_interval") * 1000);
