@@ -227,7 +227,9 @@ int nomad_allocs_parse(const char *body, size_t len, const char *alloc_id, struc
 	if (!strcmp(str_of(best, "DesiredStatus"), "stop") || !strcmp(str_of(best, "DesiredStatus"), "evict"))
 		out->phase = NOMAD_ALLOC_DEAD;
 	if (out->phase == NOMAD_ALLOC_DEAD) {
-		if (json_is_object(t))
+		/* a task that died says why; a running task's last event is not
+		 * why its allocation was lost */
+		if (json_is_object(t) && !strcmp(str_of(t, "State"), "dead"))
 			task_reason(t, out->reason, sizeof(out->reason));
 		if (!out->reason[0]) {
 			const char *d = str_of(best, "ClientDescription");

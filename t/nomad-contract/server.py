@@ -35,7 +35,8 @@ Endpoints (Nomad's):
   GET      /v1/allocation/:id       (blocking)
 Control endpoints for tests (not Nomad's), under /_contract/:
   POST /_contract/mode   JSON: {"deny": bool (every API call answers 403),
-        "slow_ms": N (every API call waits N ms first), "task_fail": "msg"
+        "slow_ms": N (every API call waits N ms first), "slow_register_ms": N
+        (only registers wait: the job lands after the client gave up), "task_fail": "msg"
         (the next tasks die with that driver failure), "node_memory_mb": N,
         "error_500": bool}; fields not given keep their value
   GET  /_contract/jobs   every job body received, and every deregister
@@ -247,7 +248,7 @@ class State:
         self.evals = {}      # id -> eval
         self.received = []   # every register body
         self.deregistered = []
-        self.mode = {"deny": False, "slow_ms": 0, "task_fail": "", "node_memory_mb": args.node_memory_mb,
+        self.mode = {"deny": False, "slow_ms": 0, "slow_register_ms": 0, "task_fail": "", "node_memory_mb": args.node_memory_mb,
                      "error_500": False}
         self.node_id = str(uuid.uuid4())
 
@@ -357,6 +358,8 @@ class Handler(BaseHTTPRequestHandler):
     def api(self, method, path, q):
         st = self.st
         if path == "/v1/jobs" and method in ("POST", "PUT"):
+            if st.mode["slow_register_ms"]:
+                time.sleep(st.mode["slow_register_ms"] / 1000)
             return self.register(q)
         if path == "/v1/jobs" and method == "GET":
             ns = q.get("namespace") or "default"

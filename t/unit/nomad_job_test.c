@@ -116,7 +116,8 @@ static void ids(void)
 
 #define ALLOC(id, ci, cs, ts, extra)                                                                        \
 	"{\"ID\":\"" id "\",\"NodeID\":\"n1\",\"NodeName\":\"client-a\",\"CreateIndex\":" #ci ",\"ClientStatus\":\"" cs \
-	"\",\"DesiredStatus\":\"run\",\"TaskStates\":{\"sandbox\":{\"State\":\"" ts "\"" extra "}}}"
+	"\",\"ClientDescription\":\"node down\",\"DesiredStatus\":\"run\",\"TaskStates\":{\"sandbox\":{\"State\":\"" ts \
+	"\"" extra "}}}"
 
 static void allocs(void)
 {
@@ -144,10 +145,12 @@ static void allocs(void)
 	   "a dead task's reason is its last event (cleaned)");
 	diag("reason: %s", a.reason);
 	{
-		const char *l = "[{\"ID\":\"x\",\"ClientStatus\":\"lost\",\"ClientDescription\":\"node down\"}]";
+		const char *l = "[" ALLOC("x", 1, "lost", "running",
+					  ",\"Events\":[{\"Type\":\"Started\",\"DisplayMessage\":\"Task started\"}]")
+				"]";
 		ok(nomad_allocs_parse(l, strlen(l), NULL, &a, &err) == 0 && a.phase == NOMAD_ALLOC_DEAD &&
 			   !strcmp(a.reason, "node down"),
-		   "a lost allocation's reason is the client's description");
+		   "a lost allocation's reason is the client's description, not its running task's last event");
 	}
 	sbx_err_clear(&err);
 	ok(nomad_allocs_parse("{}", 2, NULL, &a, &err) < 0 && err.http == 503 && !strcmp(err.code, "bad_nomad_reply"),
