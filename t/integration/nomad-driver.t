@@ -101,7 +101,8 @@ admin org limits "$ORG" --max-sandboxes 20 > /dev/null 2>&1
 # ---- set-up ------------------------------------------------------------------
 T_SECTION=setup
 nc_start
-ok "$([ -n "$NC_PORT" ] && echo 1)" "the contract server listens on 127.0.0.1:$NC_PORT"
+[ -n "$NC_PORT" ]
+ok $? "the contract server listens on 127.0.0.1:$NC_PORT"
 nc GET /v1/jobs?namespace=sandboxes
 is "$NC_BODY" "[]" "it answers Nomad's job list, empty"
 NC_BODY=$(curl -sS --max-time 5 "http://127.0.0.1:$NC_PORT/v1/jobs" 2> /dev/null)
@@ -153,7 +154,8 @@ is "$(jf "$T.Resources | \"\\(.CPU) \\(.MemoryMB) \\(.MemoryMaxMB)\"")" "$(j .da
 T_SECTION=destroy
 req nginx DELETE "/sandboxes/$ID"
 is "$STATUS" 204 "destroy: 204"
-ok "$(nc_no_job "sbx-$ID" && echo 1)" "the job is gone from Nomad"
+nc_no_job "sbx-$ID"
+ok $? "the job is gone from Nomad"
 nc GET /_contract/jobs
 is "$(jq -r --arg id "sbx-$ID" '[.deregistered[] | select(.ID == $id)] | last | .purge' <<< "$NC_BODY")" true \
 	"it was deregistered with purge"
@@ -167,7 +169,8 @@ ID=$SB_ID
 is "$STATUS $(j .code)" "503 provisioning_failed" "no node with the memory: 503"
 like "$(j .message)" "no node could place it.*exhausted \(memory\)" "the message gives Nomad's placement failure"
 like "$(sb_db "$ID" "status || ' ' || failure_reason")" "^failed .*no node could place it" "the record failed with the reason"
-ok "$(nc_no_job "sbx-$ID" && echo 1)" "the job was purged"
+nc_no_job "sbx-$ID"
+ok $? "the job was purged"
 nc_mode '{"node_memory_mb": 8192}'
 
 # ---- a task that dies on the client ------------------------------------------------------
@@ -177,7 +180,8 @@ sb_create nginx '{"name":"it-nomad-dead","specs":{"memory":256,"disk":1}}'
 ID=$SB_ID
 is "$STATUS $(j .code)" "503 provisioning_failed" "the task died: 503"
 like "$(j .message)" "did not start: Driver Failure: Failed to pull" "with the task's last event"
-ok "$(nc_no_job "sbx-$ID" && echo 1)" "the job was purged"
+nc_no_job "sbx-$ID"
+ok $? "the job was purged"
 nc_mode '{"task_fail": ""}'
 
 # ---- ACL: 403 ----------------------------------------------------------------------------
@@ -201,9 +205,17 @@ ID=$SB_ID
 is "$STATUS $(j .code)" "503 provisioning_failed" "Nomad slower than nomad_timeout_ms: 503, not a hang"
 like "$(j .message)" "did not answer POST /v1/jobs.* within 1500 ms" "saying Nomad did not answer in time"
 nc_mode '{"slow_register_ms": 0}'
-# the register landed after the driver gave up: the job has no live record
-wait_until 10 nc_has_job "sbx-$ID"
-ok "$(wait_until $LIMIT nc_no_job "sbx-$ID" && echo 1)" "the reaper deregisters the job registered too late"
+# The register lands after the driver gave up (its own deregister found
+# nothing yet): a job with no live record, which the reaper removes.
+late_removed() {
+	nc GET /_contract/jobs &&
+		jq -e --arg id "sbx-$1" '[.deregistered[] | select(.ID == $id and .found and .purge)] | length > 0' \
+			<<< "$NC_BODY" > /dev/null
+}
+wait_until $LIMIT late_removed "$ID"
+ok $? "the reaper deregisters (purge) the job Nomad registered too late"
+nc_no_job "sbx-$ID"
+ok $? "it is gone from Nomad"
 
 # ---- the reaper: a stray job, someone else's job, a lost allocation --------------------------
 T_SECTION=reaper
@@ -211,9 +223,12 @@ STRAY=$(random_id)
 nc POST "/v1/jobs?namespace=sandboxes" "$(jq -c --arg id "sbx-$STRAY" '.body | .Job.ID = $id | .Job.Name = $id' <<< "$JOB")"
 like "$NC_BODY" '"EvalID"' "a stray sbx- job with no record registered behind sbx's back"
 nc POST "/v1/jobs?namespace=sandboxes" "$(jq -c '.body | .Job.ID = "web" | .Job.Name = "web"' <<< "$JOB")"
-ok "$(nc_has_job web && echo 1)" "and someone else's job 'web'"
-ok "$(wait_until $LIMIT nc_no_job "sbx-$STRAY" && echo 1)" "the reaper deregisters the stray job"
-ok "$(nc_has_job web && echo 1)" "and leaves 'web' alone"
+nc_has_job web
+ok $? "and someone else's job 'web'"
+wait_until $LIMIT nc_no_job "sbx-$STRAY"
+ok $? "the reaper deregisters the stray job"
+nc_has_job web
+ok $? "and leaves 'web' alone"
 nc DELETE "/v1/job/web?purge=true&namespace=sandboxes"
 
 sb_create nginx '{"name":"it-nomad-lost","specs":{"memory":256,"disk":1}}'
@@ -223,7 +238,8 @@ nc POST "/_contract/alloc-lost/sbx-$ID"
 wait_until $LIMIT sb_status_is "$ID" failed
 like "$(sb_db "$ID" "status || ' ' || failure_reason")" "^failed .*Nomad allocation .* died: alloc is lost" \
 	"the reaper fails the record whose allocation Nomad lost, with the reason"
-ok "$(wait_until $LIMIT nc_no_job "sbx-$ID" && echo 1)" "and then deregisters its job"
+wait_until $LIMIT nc_no_job "sbx-$ID"
+ok $? "and then deregisters its job"
 
 # ---- Nomad unreachable -------------------------------------------------------------------------
 T_SECTION=refused

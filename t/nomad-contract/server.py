@@ -545,7 +545,7 @@ class Handler(BaseHTTPRequestHandler):
     def deregister(self, ns, jid, purge):
         st = self.st
         with st.cv:
-            st.deregistered.append({"ID": jid, "Namespace": ns, "purge": purge})
+            st.deregistered.append({"ID": jid, "Namespace": ns, "purge": purge, "found": (ns, jid) in st.jobs})
             if (ns, jid) not in st.jobs:
                 return self.text(404, "job not found")
             idx = st.bump()
