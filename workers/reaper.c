@@ -3,7 +3,9 @@
  *    lifetime (writing the intent and the reason first),
  *  - finishes destroys that were asked for but not done (a crash, a node
  *    that did not answer),
- *  - turns records stuck in 'starting' into 'failed'.
+ *  - turns records stuck in 'starting' into 'failed',
+ *  - lets the driver compare what it placed elsewhere with the records
+ *    (Nomad: jobs without a live record, records whose allocation is gone).
  * Each pass is a set of conditional updates, so several reapers on several
  * machines can run at once. What is left on a node with no live record is
  * the node agent's to remove (it lists its own machine). */
