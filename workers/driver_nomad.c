@@ -272,7 +272,13 @@ static int blocking_get(struct driver *d, const char *base, unsigned long long *
 	long wait = left > NOMAD_MAX_WAIT_MS ? NOMAD_MAX_WAIT_MS : (long)(left > 0 ? left : 0);
 	long long t0 = now_ms();
 
-	snprintf(path, sizeof(path), "%s%sindex=%llu&wait=%ldms", base, strchr(base, '?') ? "&" : "?", *index, wait);
+	/* Nomad reads a wait of 0 as its default (5 minutes): at the
+	 * deadline, one plain read instead */
+	if (wait < 50)
+		snprintf(path, sizeof(path), "%s", base);
+	else
+		snprintf(path, sizeof(path), "%s%sindex=%llu&wait=%ldms", base, strchr(base, '?') ? "&" : "?", *index,
+			 wait);
 	if (nomad_http(d, "GET", path, NULL, wait, r, err) < 0 || nomad_check(r, what, err) < 0)
 		return -1;
 	/* a server that answers at once with the same index would make this

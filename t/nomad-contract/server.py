@@ -227,7 +227,8 @@ def validate_job(job):
 
 
 def parse_wait(s):
-    """Nomad's wait parameter: a Go duration; at most 10 minutes."""
+    """Nomad's wait parameter: a Go duration; at most 10 minutes; absent
+    or zero means Nomad's default, 5 minutes."""
     if not s:
         return 300.0
     total = 0.0
@@ -235,7 +236,7 @@ def parse_wait(s):
         total += float(num) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[unit]
     if not re.fullmatch(r"((\d+(\.\d+)?)(ms|s|m|h))+", s):
         raise Invalid(f"Invalid wait time {s!r}")
-    return min(total, 600.0)
+    return min(total, 600.0) if total > 0 else 300.0
 
 
 class State:
@@ -378,8 +379,8 @@ class Handler(BaseHTTPRequestHandler):
                                      else (404, "job not found"))
             if method == "GET" and sub:
                 def read():
-                    if (ns, jid) not in st.jobs:
-                        return 404, "job not found"
+                    # Nomad lists a job's allocations by job id without
+                    # looking the job up: a purged job has none, not a 404
                     return 200, [self.alloc_stub(a) for a in st.allocs.values()
                                  if a["JobID"] == jid and a["Namespace"] == ns]
                 return self.blocking(q, read)
