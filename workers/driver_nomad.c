@@ -210,21 +210,9 @@ static int nomad_http(struct driver *d, const char *method, const char *path, co
 	return 0;
 }
 
-/* A status other than 2xx as a clear 503 (what was asked, what Nomad said). */
 static int nomad_check(const struct nresp *r, const char *what, sbx_err *err)
 {
-	char why[300];
-
-	if (r->status >= 200 && r->status < 300)
-		return 0;
-	nomad_error_text(r->body, r->len, why, sizeof(why));
-	if (r->status == 403)
-		return sbx_err_set(err, 503, "nomad_denied",
-				   "Nomad refused to %s: permission denied (403: %s); the ACL token's policy must allow it",
-				   what, why);
-	if (r->status == 400)
-		return sbx_err_set(err, 503, "nomad_invalid", "Nomad refused to %s as invalid (400: %s)", what, why);
-	return sbx_err_set(err, 503, "nomad_error", "Nomad failed to %s (%ld: %s)", what, r->status, why);
+	return nomad_status_check(r->status, r->body, r->len, what, err);
 }
 
 /* "namespace=NS&region=R" (escaped); each present only when set. */

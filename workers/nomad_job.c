@@ -358,3 +358,19 @@ int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id
 	json_decref(arr);
 	return n;
 }
+
+int nomad_status_check(long status, const char *body, size_t len, const char *what, sbx_err *err)
+{
+	char why[300];
+
+	if (status >= 200 && status < 300)
+		return 0;
+	nomad_error_text(body, len, why, sizeof(why));
+	if (status == 403)
+		return sbx_err_set(err, 503, "nomad_denied",
+				   "Nomad refused to %s: permission denied (403: %s); the ACL token's policy must allow it",
+				   what, why);
+	if (status == 400)
+		return sbx_err_set(err, 503, "nomad_invalid", "Nomad refused to %s as invalid (400: %s)", what, why);
+	return sbx_err_set(err, 503, "nomad_error", "Nomad failed to %s (%ld: %s)", what, status, why);
+}

@@ -76,4 +76,8 @@ int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id
  * printable ASCII, at most sz-1 bytes. */
 void nomad_error_text(const char *body, size_t len, char *buf, size_t sz);
 
+/* An HTTP status other than 2xx as a 503 saying what was asked and what
+ * Nomad answered (403: the ACL policy; 400: the job is invalid; others). */
+int nomad_status_check(long status, const char *body, size_t len, const char *what, sbx_err *err);
+
 #endif

@@ -9,8 +9,9 @@
  * (allocations: newest or a named one, running only when the task runs,
  * a dead task's reason from its last event; evaluations: placed, pending,
  * placement failure summarised, failed with its description; the job list
- * and the register answer), malformed answers are 503 bad_nomad_reply, and
- * error bodies are cleaned into one printable line. */
+ * and the register answer), malformed answers are 503 bad_nomad_reply,
+ * error bodies are cleaned into one printable line, and HTTP statuses map
+ * to 503s that say what was asked and what Nomad answered. */
 #include "config.h"
 #include <string.h>
 #include "nomad_job.h"
@@ -211,8 +212,27 @@ static void others(void)
 	is_str(line, "[31mred", "control and non-ASCII bytes dropped");
 }
 
+static void statuses(void)
+{
+	sbx_err_clear(&err);
+	ok(nomad_status_check(200, "{}", 2, "x", &err) == 0 && nomad_status_check(204, "", 0, "x", &err) == 0,
+	   "2xx is fine");
+	ok(nomad_status_check(403, "Permission denied", 17, "register the job", &err) < 0 && err.http == 503 &&
+		   !strcmp(err.code, "nomad_denied") && strstr(err.msg, "register the job: permission denied (403: Permission denied)"),
+	   "403 -> 503 nomad_denied with the reason");
+	ok(nomad_status_check(400, "1 error occurred:\n\t* Missing job ID\n", 36, "register the job", &err) < 0 &&
+		   err.http == 503 && !strcmp(err.code, "nomad_invalid") && strstr(err.msg, "(400: 1 error occurred: * Missing job ID)"),
+	   "400 -> 503 nomad_invalid with Nomad's validation errors");
+	ok(nomad_status_check(500, "rpc error: No cluster leader", 28, "list jobs", &err) < 0 && err.http == 503 &&
+		   !strcmp(err.code, "nomad_error") && strstr(err.msg, "(500: rpc error: No cluster leader)"),
+	   "5xx -> 503 nomad_error with the text");
+	ok(nomad_status_check(404, "", 0, "read", &err) < 0 && strstr(err.msg, "(404: no reason given)"),
+	   "an empty body still gives a reason");
+}
+
 int main(void)
 {
+	statuses();
 	job_shape();
 	ids();
 	allocs();
