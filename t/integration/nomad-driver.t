@@ -4,7 +4,9 @@
 # does and checks every job against Nomad's job specification; it is not
 # Nomad and does not run the task). For the length of the test the stack's
 # worker is pointed at it (settings after a marker line, SIGHUP; restored
-# and reloaded at the end). Proves:
+# and reloaded at the end). The contract server speaks HTTPS and requires a
+# client certificate, so every request below also proves the driver's TLS
+# settings (nomad_ca_file, nomad_client_cert/key). Proves:
 #  - the job the driver registers: type service, namespace sandboxes, node
 #    pool sandbox, count 1, restart attempts 0 mode fail, reschedule 0,
 #    network cni/sbx, docker + runsc, the template's image from the stack's
@@ -15,7 +17,9 @@
 #    allocation ids on the record; destroy deregisters the job with purge;
 #  - a placement failure fails the create (503) with Nomad's reason and the
 #    job is purged; a task that dies on the client likewise;
-#  - 403 (policy denies; wrong token) -> 503 with the reason;
+#  - 403 (policy denies; wrong token) and 500 -> 503 with the reason;
+#  - the contract server itself refuses a job that breaks Nomad's job
+#    specification (400), so the job above passing it means something;
 #  - a Nomad slower than nomad_timeout_ms -> 503 saying so (bounded), and
 #    the job it registered late is removed by the reaper;
 #  - the reaper deregisters a stray sbx- job no record owns (and leaves
@@ -39,11 +43,31 @@ NM_CONF_TOUCHED=0
 REGISTRY=$(conf_get registry_url)
 REGISTRY=${REGISTRY#*://}
 
+# a private CA, the server's certificate (127.0.0.1) and sbx's client certificate
+nc_tls() {
+	local t=$T_TMP/tls
+	mkdir -p "$t" && (
+		cd "$t" || exit 1
+		openssl req -x509 -new -nodes -newkey rsa:2048 -sha256 -days 2 -keyout ca.key -out ca.crt \
+			-subj "/CN=nomad contract CA" -addext "basicConstraints=critical,CA:TRUE" \
+			-addext "keyUsage=critical,keyCertSign,cRLSign" &&
+			openssl req -new -nodes -newkey rsa:2048 -keyout server.key -out server.csr -subj "/CN=localhost" &&
+			printf '%s\n' "subjectAltName=IP:127.0.0.1" "extendedKeyUsage=serverAuth" > server.ext &&
+			openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 \
+				-extfile server.ext -out server.crt &&
+			openssl req -new -nodes -newkey rsa:2048 -keyout client.key -out client.csr -subj "/CN=sbx" &&
+			printf '%s\n' "extendedKeyUsage=clientAuth" > client.ext &&
+			openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 \
+				-extfile client.ext -out client.crt
+	) > "$T_TMP/tls.log" 2>&1
+}
+
 nc_start() {
 	printf '%s\n' "$NC_TOKEN" > "$T_TMP/nomad-token"
 	chmod 600 "$T_TMP/nomad-token"
 	python3 "$SBX_REPO/t/nomad-contract/server.py" --port-file "$T_TMP/nc.port" --token-file "$T_TMP/nomad-token" \
-		--node-name "$NC_NODE" --volumes-enabled 2> "$T_TMP/nc.log" &
+		--node-name "$NC_NODE" --volumes-enabled --tls-cert "$T_TMP/tls/server.crt" --tls-key "$T_TMP/tls/server.key" \
+		--tls-client-ca "$T_TMP/tls/ca.crt" 2> "$T_TMP/nc.log" &
 	NC_PID=$!
 	wait_until 10 test -s "$T_TMP/nc.port" || return 1
 	NC_PORT=$(cat "$T_TMP/nc.port")
@@ -58,8 +82,9 @@ nc_stop() {
 
 # nc METHOD PATH [BODY]: a request to the contract server (NC_BODY)
 nc() {
-	NC_BODY=$(curl -sS --max-time 10 -X "$1" -H "X-Nomad-Token: $NC_TOKEN" ${3:+--data "$3"} \
-		"http://127.0.0.1:$NC_PORT$2" 2> /dev/null)
+	NC_BODY=$(curl -sS --max-time 10 --cacert "$T_TMP/tls/ca.crt" --cert "$T_TMP/tls/client.crt" \
+		--key "$T_TMP/tls/client.key" -X "$1" -H "X-Nomad-Token: $NC_TOKEN" ${3:+--data "$3"} \
+		"https://127.0.0.1:$NC_PORT$2" 2> /dev/null)
 }
 nc_mode() { nc POST /_contract/mode "$1"; }
 nc_jobs() { nc GET /_contract/state && jq -r '.jobs[]' <<< "$NC_BODY"; }
@@ -85,7 +110,7 @@ nm_reload() {
 nm_restore() {
 	sb_cleanup
 	if [ $NM_CONF_TOUCHED = 1 ]; then
-		awk -v m="$NM_CONF_MARK" 'skip {skip--; next} $0 == m {skip = 4; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+		awk -v m="$NM_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
 			cat "$T_TMP/conf.new" > "$SBX_CONF"
 		nm_reload || echo "# the worker did not come back after restoring its config" >&2
 		NM_CONF_TOUCHED=0
@@ -100,16 +125,24 @@ admin org limits "$ORG" --max-sandboxes 20 > /dev/null 2>&1
 
 # ---- set-up ------------------------------------------------------------------
 T_SECTION=setup
+nc_tls
+ok $? "a private CA, a server and a client certificate"
 nc_start
 [ -n "$NC_PORT" ]
 ok $? "the contract server listens on 127.0.0.1:$NC_PORT"
 nc GET /v1/jobs?namespace=sandboxes
 is "$NC_BODY" "[]" "it answers Nomad's job list, empty"
-NC_BODY=$(curl -sS --max-time 5 "http://127.0.0.1:$NC_PORT/v1/jobs" 2> /dev/null)
+NC_BODY=$(curl -sS --max-time 5 --cacert "$T_TMP/tls/ca.crt" --cert "$T_TMP/tls/client.crt" \
+	--key "$T_TMP/tls/client.key" "https://127.0.0.1:$NC_PORT/v1/jobs" 2> /dev/null)
 is "$NC_BODY" "ACL token not found" "without the token it refuses (403)"
+curl -sS --max-time 5 --cacert "$T_TMP/tls/ca.crt" "https://127.0.0.1:$NC_PORT/v1/jobs" > /dev/null 2>&1
+isnt $? 0 "without a client certificate the TLS handshake fails"
 
-printf '%s\n%s\n%s\n%s\n%s\n' "$NM_CONF_MARK" "driver = nomad" "nomad_addr = http://127.0.0.1:$NC_PORT" \
-	"nomad_token_file = $T_TMP/nomad-token" "nomad_timeout_ms = 1500" >> "$SBX_CONF"
+for kv in "driver = nomad" "nomad_addr = https://127.0.0.1:$NC_PORT" "nomad_token_file = $T_TMP/nomad-token" \
+	"nomad_timeout_ms = 1500" "nomad_ca_file = $T_TMP/tls/ca.crt" "nomad_client_cert = $T_TMP/tls/client.crt" \
+	"nomad_client_key = $T_TMP/tls/client.key"; do
+	printf '%s\n%s\n' "$NM_CONF_MARK" "$kv" >> "$SBX_CONF"
+done
 NM_CONF_TOUCHED=1
 nm_reload
 ok $? "the worker reloaded with driver = nomad"
@@ -149,6 +182,22 @@ is "$(jf "$T.Config.pids_limit")" "${PIDS:-16384}" "pids_limit is sandbox_pids_m
 is "$(jf "$T.Config | \"\\(.cap_drop) \\(.cap_add)\"" | tr -d ' ')" '["ALL"]["ALL"]' "cap_drop ALL, cap_add ALL"
 is "$(jf "$T.Resources | \"\\(.CPU) \\(.MemoryMB) \\(.MemoryMaxMB)\"")" "$(j .data.specs.cpu) 256 256" \
 	"resources: CPU, MemoryMB and MemoryMaxMB from the specs"
+
+# the contract server checks jobs against Nomad's specification: a broken
+# copy of the job above is refused
+BROKEN=$(jq -c '.body | .Job.ID = "sbx-broken" | .Job.TaskGroups[0].Count = "1"
+	| .Job.TaskGroups[0].RestartPolicy.Mode = "never" | .Job.TaskGroups[0].Tasks[0].Config.runtme = "runsc"' <<< "$JOB")
+NC_CODE=$(curl -sS --max-time 10 --cacert "$T_TMP/tls/ca.crt" --cert "$T_TMP/tls/client.crt" --key "$T_TMP/tls/client.key" \
+	-H "X-Nomad-Token: $NC_TOKEN" -o "$T_TMP/broken.out" -w '%{http_code}' --data "$BROKEN" \
+	"https://127.0.0.1:$NC_PORT/v1/jobs?namespace=sandboxes" 2> /dev/null)
+is "$NC_CODE $(head -c 60 "$T_TMP/broken.out")" "400 Job.TaskGroups[0].Count: expected int, got str" \
+	"the contract server refuses a job with a wrongly typed field (400)"
+BROKEN=$(jq -c '.Job.TaskGroups[0].Count = 1' <<< "$BROKEN")
+nc POST "/v1/jobs?namespace=sandboxes" "$BROKEN"
+like "$NC_BODY" "unknown field 'runtme'" "... a misspelt docker option"
+BROKEN=$(jq -c 'del(.Job.TaskGroups[0].Tasks[0].Config.runtme)' <<< "$BROKEN")
+nc POST "/v1/jobs?namespace=sandboxes" "$BROKEN"
+like "$NC_BODY" "Unsupported restart mode: 'never'" "... a restart mode Nomad does not have"
 
 # ---- destroy ------------------------------------------------------------------------
 T_SECTION=destroy
@@ -196,6 +245,14 @@ sb_create nginx '{"name":"it-nomad-badtoken","specs":{"memory":256,"disk":1}}'
 is "$STATUS" 503 "a wrong token: 503"
 like "$(j .message)" "403: ACL token not found" "saying the token was not found"
 printf '%s\n' "$NC_TOKEN" > "$T_TMP/nomad-token"
+
+# ---- Nomad failing: 500 ----------------------------------------------------------------------
+T_SECTION=5xx
+nc_mode '{"error_500": true}'
+sb_create nginx '{"name":"it-nomad-500","specs":{"memory":256,"disk":1}}'
+is "$STATUS $(j .code)" "503 provisioning_failed" "Nomad answers 500: 503"
+like "$(j .message)" "Nomad failed to register the sandbox's job \(500: rpc error: No cluster leader\)" "with Nomad's text"
+nc_mode '{"error_500": false}'
 
 # ---- a slow Nomad -------------------------------------------------------------------------
 T_SECTION=slow
@@ -246,7 +303,7 @@ T_SECTION=refused
 nc_stop
 sb_create nginx '{"name":"it-nomad-down","specs":{"memory":256,"disk":1}}'
 is "$STATUS $(j .code)" "503 provisioning_failed" "Nomad down: 503"
-like "$(j .message)" "Nomad at http://127.0.0.1:$NC_PORT is unavailable" "saying Nomad is unavailable"
+like "$(j .message)" "Nomad at https://127.0.0.1:$NC_PORT is unavailable" "saying Nomad is unavailable"
 
 # ---- back to the local driver -------------------------------------------------------------------
 T_SECTION=restore

@@ -47,11 +47,16 @@ Usage: server.py --port-file FILE [--port N] [--token-file F] [--node-name N]
                  [--node-pool P] [--namespaces a,b] [--cni-networks a,b]
                  [--allow-runtimes runc,runsc] [--allow-caps all]
                  [--volumes-enabled] [--node-memory-mb N]
+                 [--tls-cert F --tls-key F [--tls-client-ca F]]
+With --tls-cert it serves HTTPS, as a Nomad agent with tls { http = true }
+does; with --tls-client-ca it also requires a client certificate signed by
+that CA (verify_https_client = true).
 """
 
 import argparse
 import json
 import re
+import ssl
 import sys
 import threading
 import time
@@ -276,6 +281,14 @@ def now_ns():
 class Handler(BaseHTTPRequestHandler):
     server_version = "sbx-nomad-contract/1"
     st: State = None
+
+    def setup(self):
+        # the TLS handshake happens here, in the request's own thread, with
+        # a bound: a silent client never holds up the accept loop
+        if isinstance(self.request, ssl.SSLSocket):
+            self.request.settimeout(10)
+            self.request.do_handshake()
+        super().setup()
 
     def log_message(self, fmt, *a):
         sys.stderr.write("contract: " + (fmt % a) + "\n")
@@ -628,6 +641,9 @@ def main():
     ap.add_argument("--allow-caps", default="all")
     ap.add_argument("--volumes-enabled", action="store_true")
     ap.add_argument("--node-memory-mb", type=int, default=8192)
+    ap.add_argument("--tls-cert", default="")
+    ap.add_argument("--tls-key", default="")
+    ap.add_argument("--tls-client-ca", default="")
     a = ap.parse_args()
     if a.bind not in ("127.0.0.1", "::1", "localhost"):
         sys.exit("contract server: loopback only")
@@ -637,6 +653,13 @@ def main():
     Handler.st = State(a)
     srv = ThreadingHTTPServer((a.bind, a.port), Handler)
     srv.daemon_threads = True
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        if a.tls_client_ca:
+            ctx.verify_mode = ssl.CERT_REQUIRED
+            ctx.load_verify_locations(a.tls_client_ca)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
     with open(a.port_file + ".tmp", "w") as f:
         f.write(f"{srv.server_address[1]}\n")
     import os
