@@ -15,13 +15,17 @@ SBX_UNIT_TESTS = \
 	t/unit/chanauth_test \
 	t/unit/usage_test \
 	t/unit/stats_view_test \
-	t/unit/egress_test
+	t/unit/egress_test \
+	t/unit/nomad_job_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)
 EXTRA_DIST += t/tap.h t/integration
 # Each is built from t/unit/NAME.c (automake's default source) and linked
 # with $(SBX_LIBS) (the LDADD default of Makefile.am).
+# The Nomad driver's JSON lives in workers/ (no I/O there): compiled in.
+t_unit_nomad_job_test_SOURCES = t/unit/nomad_job_test.c workers/nomad_job.c workers/nomad_job.h
+t_unit_nomad_job_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

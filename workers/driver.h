@@ -1,6 +1,6 @@
 /* Drivers decide where a sandbox runs (STYLE.md: a struct of function
  * pointers; a new driver is one new file). `local` runs it on this
- * machine's node agent; `nomad` (later) submits a Nomad job per sandbox.
+ * machine's node agent; `nomad` submits a Nomad job per sandbox.
  * Both are called by the provisioner and the reaper with the sandbox's
  * record; both are idempotent for destroy. */
 #ifndef SBX_WORKER_DRIVER_H
@@ -44,16 +44,22 @@ struct driver_ops {
 	const char *name;
 	int (*start)(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err);
 	int (*destroy)(struct driver *d, const struct sandbox_rec *s, sbx_err *err);
+	/* optional: the reaper's pass over what the driver placed elsewhere
+	 * (needs d->db); NULL: nothing beyond the records */
+	void (*reap)(struct driver *d);
 };
 
 struct driver {
 	const struct driver_ops *ops;
 	const sbx_config *cfg;
 	sbx_mq *rpc; /* a connection of its own for requests to nodes */
+	sbx_db *db;  /* the caller's, for drivers that note their placement on the record */
 };
 
 extern const struct driver_ops driver_local_ops;
+extern const struct driver_ops driver_nomad_ops;
 
+/* Picks the driver the `driver` setting names (local or nomad). */
 int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err);
 void driver_fini(struct driver *d);
 

@@ -57,7 +57,7 @@ int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err)
 {
 	memset(d, 0, sizeof(*d));
 	d->cfg = cfg;
-	d->ops = &driver_local_ops;
+	d->ops = !strcmp(sbx_cfg_str(cfg, "driver"), "nomad") ? &driver_nomad_ops : &driver_local_ops;
 	/* a broker that is down now is retried per request */
 	if (sbx_mq_open(&d->rpc, sbx_cfg_str(cfg, "amqp_url"), err) < 0)
 		log_warnx("driver: %s", err->msg);

@@ -191,6 +191,7 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 	if (sbx_db_open(&p.db, sbx_cfg_str(cfg, "db_url"), &ierr) < 0)
 		log_warnx("%s (retried per request)", ierr.msg);
 	driver_init(&p.drv, cfg, &ierr);
+	p.drv.db = &p.db;
 	log_info("provisioner #%d started (node %s)", index, node);
 	while (!sbx_child_stop) {
 		sbx_err err = SBX_ERR_INIT;

@@ -3,7 +3,9 @@
  *    lifetime (writing the intent and the reason first),
  *  - finishes destroys that were asked for but not done (a crash, a node
  *    that did not answer),
- *  - turns records stuck in 'starting' into 'failed'.
+ *  - turns records stuck in 'starting' into 'failed',
+ *  - lets the driver compare what it placed elsewhere with the records
+ *    (Nomad: jobs without a live record, records whose allocation is gone).
  * Each pass is a set of conditional updates, so several reapers on several
  * machines can run at once. What is left on a node with no live record is
  * the node agent's to remove (it lists its own machine). */
@@ -57,6 +59,10 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 			log_warnx("sandbox %s: destroy failed (%s); next pass retries", PQgetvalue(d, i, 0),
 				  rep.json ? (rep.error ? rep.error : "no reason given") : err.msg);
 	}
+
+	/* 4. what the driver placed elsewhere (Nomad's jobs) against the records */
+	if (drv->ops->reap && !sbx_child_stop)
+		drv->ops->reap(drv);
 }
 
 int reaper_run(const sbx_config *cfg, int index, void *ctx)
@@ -70,6 +76,7 @@ int reaper_run(const sbx_config *cfg, int index, void *ctx)
 	if (sbx_db_open(&db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (retried)", err.msg);
 	driver_init(&drv, cfg, &err);
+	drv.db = &db;
 	while (!sbx_child_stop) {
 		pass(&db, &drv, cfg);
 		worker_sleep_ms(sbx_cfg_int(cfg, "reaper_interval") * 1000);

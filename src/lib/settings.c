@@ -141,6 +141,28 @@ const struct sbx_setting sbx_settings[] = {
 	  "milliseconds without requests after which a sandbox with no process running inside is frozen "
 	  "(no host CPU; thawed by its next request); 0: never" },
 
+	/* where sandboxes run (workers/driver.h; doc/nomad.md) */
+	{ "driver", SBX_ST_STR, "local", 0, 0, R, WRK,
+	  "local (this machine's node agent) or nomad (one Nomad job per sandbox, doc/nomad.md)" },
+	{ "nomad_addr", SBX_ST_STR, "http://127.0.0.1:4646", 0, 0, R, WRK,
+	  "Nomad HTTP API address (http:// or https://)" },
+	{ "nomad_region", SBX_ST_STR, "", 0, 0, R, WRK, "Nomad region of the jobs; empty: the agent's own" },
+	{ "nomad_namespace", SBX_ST_STR, "sandboxes", 0, 0, R, WRK,
+	  "Nomad namespace of the sandbox jobs (the reaper removes its jobs that no live record owns)" },
+	{ "nomad_node_pool", SBX_ST_STR, "sandbox", 0, 0, R, WRK, "Nomad node pool the sandboxes run in" },
+	{ "nomad_network", SBX_ST_STR, "sbx", 0, 0, R, WRK,
+	  "CNI network of the sandboxes on the Nomad clients (the job's network mode is cni/NAME)" },
+	{ "nomad_init_path", SBX_ST_STR, "/usr/libexec/sbx/sbx-init", 0, 0, R, WRK,
+	  "host path of sbx-init on the Nomad clients, bound read-only into each sandbox" },
+	{ "nomad_token_file", SBX_ST_STR, "", 0, 0, R, WRK,
+	  "file holding the Nomad ACL token sent as X-Nomad-Token; empty: no token" },
+	{ "nomad_ca_file", SBX_ST_STR, "", 0, 0, R, WRK, "CA bundle that signs Nomad's TLS certificate" },
+	{ "nomad_client_cert", SBX_ST_STR, "", 0, 0, R, WRK, "client certificate for Nomad's mutual TLS" },
+	{ "nomad_client_key", SBX_ST_STR, "", 0, 0, R, WRK, "key of nomad_client_cert" },
+	{ "nomad_timeout_ms", SBX_ST_INT, "5000", 100, 120000, R, WRK,
+	  "milliseconds one request to Nomad may take (a blocking query gets its wait on top); "
+	  "beyond, the create or destroy fails with 503" },
+
 	/* operator defaults (DESIGN.md: Defaults an operator can change) */
 	{ "default_template", SBX_ST_STR, "debian-12", 0, 0, R, API, "template of a create that names none" },
 	{ "default_egress", SBX_ST_STR, "deny_all", 0, 0, R, API,
@@ -465,6 +487,13 @@ int sbx_config_check(const sbx_config *cfg, unsigned who, sbx_err *err)
 				   "api_org_max_streams is larger than api_org_max_requests (a stream is a request too)");
 	if (sbx_cfg_int(cfg, "volume_min_gb") > sbx_cfg_int(cfg, "volume_max_gb"))
 		return sbx_err_set(err, 0, "bad_config", "volume_min_gb is larger than volume_max_gb");
+	if (who & SBX_FOR_WORKER) {
+		const char *d = sbx_cfg_str(cfg, "driver"), *a = sbx_cfg_str(cfg, "nomad_addr");
+		if (strcmp(d, "local") && strcmp(d, "nomad"))
+			return sbx_err_set(err, 0, "bad_config", "driver must be local or nomad");
+		if (!strcmp(d, "nomad") && strncmp(a, "http://", 7) && strncmp(a, "https://", 8))
+			return sbx_err_set(err, 0, "bad_config", "nomad_addr must start with http:// or https://");
+	}
 	{
 		const char *e = sbx_cfg_str(cfg, "default_egress");
 		if (strcmp(e, "deny_all") && strcmp(e, "restricted") && strcmp(e, "open"))

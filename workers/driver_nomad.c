@@ -1,0 +1,537 @@
+/* The Nomad driver: one Nomad job per sandbox, registered over Nomad's HTTP
+ * API (doc/nomad.md). The job id is written on the record before the job
+ * is registered, so whatever happens next the reaper can find the job;
+ * ready means Nomad placed the allocation and its task runs (waited for
+ * with blocking queries, bounded by start_timeout); a create that fails
+ * deregisters the job with purge and fails with Nomad's reason. Every
+ * request has a bound (nomad_timeout_ms, plus the wait of a blocking
+ * query), so a slow or silent Nomad becomes a 503 with the reason, never a
+ * hung provisioner. Commands, files and egress stay the node agent's
+ * (routed by the allocation's node name), never Nomad's exec API.
+ *
+ * Tested against t/nomad-contract/server.py, a contract server that
+ * answers as Nomad's documented API does; it does not run the task. */
+#include "config.h"
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "daemon.h"
+#include "driver.h"
+#include "json.h"
+#include "log.h"
+#include "nomad_job.h"
+#include "roles.h"
+#include "sandbox_state.h"
+
+#define NOMAD_MAX_ANSWER (8u << 20) /* a job list of a big namespace fits */
+#define NOMAD_MAX_WAIT_MS 10000     /* one blocking query waits at most this long */
+
+struct nresp {
+	char *body;
+	size_t len;
+	long status;
+	unsigned long long index; /* X-Nomad-Index, 0 when absent */
+	bool too_big;
+};
+
+static void nresp_free(struct nresp *r)
+{
+	free(r->body);
+	memset(r, 0, sizeof(*r));
+}
+#define cleanup_nresp __attribute__((cleanup(nresp_free)))
+
+static void curl_cleanupp(CURL **c)
+{
+	if (*c)
+		curl_easy_cleanup(*c);
+}
+static void slist_freep(struct curl_slist **l)
+{
+	if (*l)
+		curl_slist_free_all(*l);
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static size_t on_body(char *p, size_t sz, size_t n, void *arg)
+{
+	struct nresp *r = arg;
+	size_t add = sz * n;
+	char *nb;
+
+	if (r->len + add > NOMAD_MAX_ANSWER) {
+		r->too_big = true;
+		return 0;
+	}
+	nb = realloc(r->body, r->len + add + 1);
+	if (!nb)
+		return 0;
+	memcpy(nb + r->len, p, add);
+	r->body = nb;
+	r->len += add;
+	r->body[r->len] = 0;
+	return add;
+}
+
+static size_t on_header(char *p, size_t sz, size_t n, void *arg)
+{
+	struct nresp *r = arg;
+	size_t len = sz * n;
+	static const char name[] = "X-Nomad-Index:";
+
+	if (len > sizeof(name) && !strncasecmp(p, name, sizeof(name) - 1)) {
+		char v[32];
+		size_t vl = len - (sizeof(name) - 1);
+		if (vl >= sizeof(v))
+			vl = sizeof(v) - 1;
+		memcpy(v, p + sizeof(name) - 1, vl);
+		v[vl] = 0;
+		r->index = strtoull(v, NULL, 10);
+	}
+	return len;
+}
+
+/* The ACL token, read at each request (a rotated file is picked up at once). */
+static int read_token(const char *path, char *buf, size_t sz, sbx_err *err)
+{
+	cleanup_close int fd = -1;
+	ssize_t n;
+	size_t b = 0, e;
+
+	buf[0] = 0;
+	if (!path[0])
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0)
+		return sbx_err_sys(err, "nomad_unavailable", "cannot read nomad_token_file %s", path);
+	n = read(fd, buf, sz - 1);
+	if (n < 0)
+		return sbx_err_sys(err, "nomad_unavailable", "cannot read nomad_token_file %s", path);
+	buf[n] = 0;
+	e = (size_t)n;
+	while (b < e && isspace((unsigned char)buf[b]))
+		b++;
+	while (e > b && isspace((unsigned char)buf[e - 1]))
+		e--;
+	memmove(buf, buf + b, e - b);
+	buf[e - b] = 0;
+	for (size_t i = 0; buf[i]; i++)
+		if (!isgraph((unsigned char)buf[i]))
+			return sbx_err_set(err, 503, "nomad_unavailable", "nomad_token_file %s holds more than one token",
+					   path);
+	return 0;
+}
+
+/* One request to Nomad. wait_ms is the wait of a blocking query (0: none)
+ * and is added to the bound. Transport failures are 503 with curl's
+ * reason; the HTTP status is the caller's to judge (nomad_check). */
+static int nomad_http(struct driver *d, const char *method, const char *path, const char *body, long wait_ms,
+		      struct nresp *r, sbx_err *err)
+{
+	const sbx_config *c = d->cfg;
+	const char *addr = sbx_cfg_str(c, "nomad_addr");
+	long tmo = (long)sbx_cfg_int(c, "nomad_timeout_ms");
+	cleanup_free char *url = NULL;
+	__attribute__((cleanup(curl_cleanupp))) CURL *h = NULL;
+	__attribute__((cleanup(slist_freep))) struct curl_slist *hdrs = NULL;
+	char token[512], th[600], ebuf[CURL_ERROR_SIZE] = "";
+	size_t al = strlen(addr);
+	CURLcode rc;
+
+	memset(r, 0, sizeof(*r));
+	if (read_token(sbx_cfg_str(c, "nomad_token_file"), token, sizeof(token), err) < 0)
+		return -1;
+	while (al && addr[al - 1] == '/')
+		al--;
+	if (asprintf(&url, "%.*s%s", (int)al, addr, path) < 0)
+		return sbx_err_set(err, 500, "nomem", "building a Nomad URL");
+	h = curl_easy_init();
+	if (!h)
+		return sbx_err_set(err, 500, "nomem", "curl_easy_init");
+	if (token[0]) {
+		snprintf(th, sizeof(th), "X-Nomad-Token: %s", token);
+		hdrs = curl_slist_append(hdrs, th);
+	}
+	if (body)
+		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, tmo);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, tmo + wait_ms);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	if (hdrs)
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	if (sbx_cfg_str(c, "nomad_ca_file")[0])
+		curl_easy_setopt(h, CURLOPT_CAINFO, sbx_cfg_str(c, "nomad_ca_file"));
+	if (sbx_cfg_str(c, "nomad_client_cert")[0])
+		curl_easy_setopt(h, CURLOPT_SSLCERT, sbx_cfg_str(c, "nomad_client_cert"));
+	if (sbx_cfg_str(c, "nomad_client_key")[0])
+		curl_easy_setopt(h, CURLOPT_SSLKEY, sbx_cfg_str(c, "nomad_client_key"));
+	rc = curl_easy_perform(h);
+	if (rc == CURLE_OPERATION_TIMEDOUT)
+		return sbx_err_set(err, 503, "nomad_timeout", "Nomad at %.*s did not answer %s %s within %ld ms", (int)al,
+				   addr, method, path, tmo + wait_ms);
+	if (rc == CURLE_WRITE_ERROR && r->too_big)
+		return sbx_err_set(err, 503, "bad_nomad_reply", "Nomad's answer to %s %s is larger than %u bytes", method,
+				   path, NOMAD_MAX_ANSWER);
+	if (rc != CURLE_OK)
+		return sbx_err_set(err, 503, "nomad_unavailable", "Nomad at %.*s is unavailable: %s", (int)al, addr,
+				   ebuf[0] ? ebuf : curl_easy_strerror(rc));
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	if (!r->body) {
+		r->body = strdup("");
+		if (!r->body)
+			return sbx_err_set(err, 500, "nomem", "Nomad's answer");
+	}
+	return 0;
+}
+
+static int nomad_check(const struct nresp *r, const char *what, sbx_err *err)
+{
+	return nomad_status_check(r->status, r->body, r->len, what, err);
+}
+
+/* "namespace=NS&region=R" (escaped); each present only when set. */
+static int nomad_scope(struct driver *d, char *buf, size_t sz, sbx_err *err)
+{
+	const char *ns = sbx_cfg_str(d->cfg, "nomad_namespace"), *rg = sbx_cfg_str(d->cfg, "nomad_region");
+	char *ens = curl_easy_escape(NULL, ns, 0), *erg = curl_easy_escape(NULL, rg, 0);
+	int n;
+
+	if (!ens || !erg) {
+		curl_free(ens);
+		curl_free(erg);
+		return sbx_err_set(err, 500, "nomem", "escaping");
+	}
+	n = snprintf(buf, sz, "%s%s%s%s%s", ns[0] ? "namespace=" : "", ens, ns[0] && rg[0] ? "&" : "",
+		     rg[0] ? "region=" : "", erg);
+	curl_free(ens);
+	curl_free(erg);
+	return n < 0 || (size_t)n >= sz ? sbx_err_set(err, 500, "bad_config", "nomad_namespace or nomad_region is too long")
+					 : 0;
+}
+
+static int deregister(struct driver *d, const char *job, sbx_err *err)
+{
+	cleanup_nresp struct nresp r = { 0 };
+	char scope[400], path[600];
+
+	if (nomad_scope(d, scope, sizeof(scope), err) < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/v1/job/%s?purge=true%s%s", job, scope[0] ? "&" : "", scope);
+	if (nomad_http(d, "DELETE", path, NULL, 0, &r, err) < 0)
+		return -1;
+	if (r.status == 404) /* gone already: a destroy is idempotent */
+		return 0;
+	return nomad_check(&r, "deregister the sandbox's job", err);
+}
+
+/* A blocking query: waits until Nomad's index passes *index or the wait
+ * (bounded by the deadline) ends, then moves *index on. */
+static int blocking_get(struct driver *d, const char *base, unsigned long long *index, long long deadline,
+			struct nresp *r, const char *what, sbx_err *err)
+{
+	char path[700];
+	long long left = deadline - now_ms();
+	long wait = left > NOMAD_MAX_WAIT_MS ? NOMAD_MAX_WAIT_MS : (long)(left > 0 ? left : 0);
+	long long t0 = now_ms();
+
+	/* Nomad reads a wait of 0 as its default (5 minutes): at the
+	 * deadline, one plain read instead */
+	if (wait < 50)
+		snprintf(path, sizeof(path), "%s", base);
+	else
+		snprintf(path, sizeof(path), "%s%sindex=%llu&wait=%ldms", base, strchr(base, '?') ? "&" : "?", *index,
+			 wait);
+	if (nomad_http(d, "GET", path, NULL, wait, r, err) < 0 || nomad_check(r, what, err) < 0)
+		return -1;
+	/* a server that answers at once with the same index would make this
+	 * loop spin: pace it */
+	if (r->index <= *index && now_ms() - t0 < 100)
+		worker_sleep_ms(100);
+	if (r->index > *index)
+		*index = r->index;
+	return 0;
+}
+
+static int record_note(struct driver *d, const char *id, const char *col_sql, const char *val, sbx_err *err)
+{
+	if (!d->db)
+		return sbx_err_set(err, 500, "internal", "the Nomad driver has no database connection");
+	return sbx_db_query(d->db, NULL, err, col_sql, 2, id, val);
+}
+
+/* Waits for the evaluation, then for the allocation; fills *a when running. */
+static int wait_running(struct driver *d, const char *job, const char *eval_id, long long deadline,
+			struct nomad_alloc *a, bool *capacity, sbx_err *err)
+{
+	char scope[400], base[600];
+	unsigned long long index = 0;
+
+	if (nomad_scope(d, scope, sizeof(scope), err) < 0)
+		return -1;
+	while (eval_id[0]) {
+		cleanup_nresp struct nresp r = { 0 };
+		struct nomad_eval ev;
+
+		snprintf(base, sizeof(base), "/v1/evaluation/%s%s%s", eval_id, scope[0] ? "?" : "", scope);
+		if (blocking_get(d, base, &index, deadline, &r, "read the job's evaluation", err) < 0 ||
+		    nomad_eval_parse(r.body, r.len, &ev, err) < 0)
+			return -1;
+		if (ev.phase == NOMAD_EVAL_FAILED) {
+			*capacity = !strncmp(ev.reason, "no node", 7);
+			return sbx_err_set(err, 503, *capacity ? "no_capacity" : "start_failed", "Nomad: %s", ev.reason);
+		}
+		if (ev.phase == NOMAD_EVAL_PLACED)
+			break;
+		if (now_ms() >= deadline)
+			return sbx_err_set(err, 503, "start_failed",
+					   "Nomad did not place the sandbox within start_timeout (evaluation pending)");
+	}
+	index = 0;
+	for (;;) {
+		cleanup_nresp struct nresp r = { 0 };
+
+		snprintf(base, sizeof(base), "/v1/job/%s/allocations%s%s", job, scope[0] ? "?" : "", scope);
+		if (blocking_get(d, base, &index, deadline, &r, "read the job's allocations", err) < 0 ||
+		    nomad_allocs_parse(r.body, r.len, NULL, a, err) < 0)
+			return -1;
+		if (a->phase == NOMAD_ALLOC_RUNNING)
+			return 0;
+		if (a->phase == NOMAD_ALLOC_DEAD)
+			return sbx_err_set(err, 503, "start_failed", "Nomad: the sandbox's task did not start: %s",
+					   a->reason);
+		if (now_ms() >= deadline)
+			return sbx_err_set(err, 503, "start_failed",
+					   "Nomad did not start the sandbox within start_timeout (allocation %s)",
+					   a->phase == NOMAD_ALLOC_NONE ? "not placed" : a->client_status);
+	}
+}
+
+static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
+{
+	const sbx_config *c = d->cfg;
+	char job[64], image[512], scope[400], path[500], eval_id[80];
+	cleanup_json json_t *env = NULL, *body = NULL;
+	cleanup_free char *text = NULL;
+	cleanup_nresp struct nresp r = { 0 };
+	struct nomad_alloc a;
+	json_error_t jerr;
+	long long deadline;
+	bool capacity = false;
+	sbx_err uerr = SBX_ERR_INIT;
+
+	if (!nomad_job_id(s->id, job, sizeof(job)) ||
+	    nomad_image_ref(sbx_cfg_str(c, "registry_url"), s->template, image, sizeof(image), err) < 0 ||
+	    nomad_scope(d, scope, sizeof(scope), err) < 0)
+		return -1;
+	if (s->volume_id[0])
+		return sbx_err_set(err, 503, "start_failed", "volumes are not supported by the Nomad driver yet");
+	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
+	body = nomad_job_build(&(struct nomad_job_spec){
+		.sandbox_id = s->id,
+		.namespace_ = sbx_cfg_str(c, "nomad_namespace"),
+		.region = sbx_cfg_str(c, "nomad_region"),
+		.node_pool = sbx_cfg_str(c, "nomad_node_pool"),
+		.network = sbx_cfg_str(c, "nomad_network"),
+		.image = image,
+		.init_path = sbx_cfg_str(c, "nomad_init_path"),
+		.cpu = s->cpu,
+		.memory_mb = s->memory_mb,
+		.pids_limit = (int)sbx_cfg_int(c, "sandbox_pids_max"),
+		.nproc = (int)sbx_cfg_int(c, "sandbox_nproc"),
+		.env = env,
+	});
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	if (!text)
+		return sbx_err_set(err, 500, "nomem", "building the Nomad job");
+	/* the intent first: the reaper finds the job by it whatever happens next */
+	if (record_note(d, s->id, "UPDATE sandboxes SET nomad_job_id = $2, nomad_alloc_id = NULL WHERE id = $1", job,
+			err) < 0)
+		return sbx_err_ctx(err, "noting the Nomad job on the record");
+	/* keep below the provisioner's own deadline (start_timeout + 3 <= rpc_timeout) */
+	deadline = now_ms() + sbx_cfg_int(c, "start_timeout") * 1000;
+	snprintf(path, sizeof(path), "/v1/jobs%s%s", scope[0] ? "?" : "", scope);
+	if (nomad_http(d, "POST", path, text, 0, &r, err) < 0 || nomad_check(&r, "register the sandbox's job", err) < 0 ||
+	    nomad_register_parse(r.body, r.len, eval_id, sizeof(eval_id), err) < 0)
+		goto undo; /* a timeout may still have registered it */
+	log_info("sandbox %s: Nomad job %s registered (evaluation %s)", s->id, job, eval_id[0] ? eval_id : "none");
+	if (wait_running(d, job, eval_id, deadline, &a, &capacity, err) < 0)
+		goto undo;
+	if (record_note(d, s->id, "UPDATE sandboxes SET nomad_alloc_id = $2 WHERE id = $1", a.id, err) < 0) {
+		sbx_err_ctx(err, "noting the Nomad allocation on the record");
+		goto undo;
+	}
+	/* node-level work is routed to the node agent of the allocation's
+	 * client: its node_id is the Nomad node's name (nomad/sbx-node.nomad.hcl) */
+	snprintf(out->node_id, sizeof(out->node_id), "%s", a.node_name[0] ? a.node_name : a.node_id);
+	snprintf(out->container_id, sizeof(out->container_id), "%s", a.id);
+	snprintf(out->placement_id, sizeof(out->placement_id), "%s", s->placement_id);
+	log_info("sandbox %s: Nomad allocation %s running on %s", s->id, a.id, out->node_id);
+	return 0;
+undo:
+	if (deregister(d, job, &uerr) < 0)
+		log_warnx("sandbox %s: deregistering Nomad job %s failed (%s); the reaper retries", s->id, job, uerr.msg);
+	return -1;
+}
+
+/* The record's Nomad job, "" when it has none (placed by the local driver). */
+static int record_job(struct driver *d, const char *id, char *job, size_t sz, sbx_err *err)
+{
+	cleanup_pgres PGresult *r = NULL;
+
+	job[0] = 0;
+	if (!d->db)
+		return sbx_err_set(err, 500, "internal", "the Nomad driver has no database connection");
+	if (sbx_db_query(d->db, &r, err, "SELECT coalesce(nomad_job_id, '') FROM sandboxes WHERE id = $1", 1, id) < 0)
+		return -1;
+	if (PQntuples(r) == 1)
+		snprintf(job, sz, "%s", PQgetvalue(r, 0, 0));
+	return 0;
+}
+
+static int nomad_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err *err)
+{
+	char job[128];
+
+	if (record_job(d, s->id, job, sizeof(job), err) < 0)
+		return -1;
+	/* a sandbox placed before the switch to Nomad is its node's */
+	if (!job[0])
+		return driver_local_ops.destroy(d, s, err);
+	if (!nomad_job_sandbox(job))
+		return sbx_err_set(err, 500, "internal", "the record names a Nomad job that is not ours");
+	if (deregister(d, job, err) < 0)
+		return -1;
+	log_info("sandbox %s: Nomad job %s deregistered", s->id, job);
+	return 0;
+}
+
+struct job_list {
+	char (*ids)[64];
+	size_t n, cap;
+};
+
+static void collect(const char *job_id, void *arg)
+{
+	struct job_list *l = arg;
+
+	if (!nomad_job_sandbox(job_id) || strlen(job_id) >= 64)
+		return; /* not ours: left alone */
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 64;
+		void *p = realloc(l->ids, nc * sizeof(*l->ids));
+		if (!p)
+			return;
+		l->ids = p;
+		l->cap = nc;
+	}
+	snprintf(l->ids[l->n++], 64, "%s", job_id);
+}
+
+/* 1. jobs in our namespace that no live record owns are deregistered;
+ * 2. live records whose allocation Nomad no longer has (or that died) are
+ *    failed with the reason (never replaced: no reschedule). */
+static void nomad_reap(struct driver *d)
+{
+	sbx_err err = SBX_ERR_INIT;
+	char scope[400], path[600];
+	struct job_list l = { 0 };
+
+	if (nomad_scope(d, scope, sizeof(scope), &err) < 0)
+		goto out;
+	{
+		cleanup_nresp struct nresp r = { 0 };
+		snprintf(path, sizeof(path), "/v1/jobs?prefix=" NOMAD_JOB_PREFIX "%s%s", scope[0] ? "&" : "", scope);
+		if (nomad_http(d, "GET", path, NULL, 0, &r, &err) < 0 || nomad_check(&r, "list the sandbox jobs", &err) < 0 ||
+		    nomad_jobs_parse(r.body, r.len, collect, &l, &err) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < l.n && !sbx_child_stop; i++) {
+		cleanup_pgres PGresult *q = NULL;
+		const char *sid = nomad_job_sandbox(l.ids[i]);
+
+		if (sbx_db_query(d->db, &q, &err,
+				 "SELECT 1 FROM sandboxes WHERE id = $1 AND status NOT IN ('failed', 'destroyed')", 1,
+				 sid) < 0)
+			goto out;
+		if (PQntuples(q))
+			continue;
+		sbx_err derr = SBX_ERR_INIT;
+		if (deregister(d, l.ids[i], &derr) < 0)
+			log_warnx("reaper: Nomad job %s has no live record; deregistering failed: %s", l.ids[i], derr.msg);
+		else
+			log_info("reaper: Nomad job %s had no live record; deregistered", l.ids[i]);
+	}
+	{
+		cleanup_pgres PGresult *q = NULL;
+		if (sbx_db_query(d->db, &q, &err,
+				 "SELECT id, nomad_job_id, nomad_alloc_id FROM sandboxes WHERE nomad_alloc_id IS NOT NULL "
+				 "AND status IN ('ready', 'pausing', 'paused', 'resuming') ORDER BY created_at LIMIT 500",
+				 0) < 0)
+			goto out;
+		for (int i = 0; i < PQntuples(q) && !sbx_child_stop; i++) {
+			cleanup_nresp struct nresp r = { 0 };
+			const char *id = PQgetvalue(q, i, 0), *job = PQgetvalue(q, i, 1), *alloc = PQgetvalue(q, i, 2);
+			struct nomad_alloc a;
+			char why[500];
+
+			if (!nomad_job_sandbox(job))
+				continue;
+			snprintf(path, sizeof(path), "/v1/job/%s/allocations%s%s", job, scope[0] ? "?" : "", scope);
+			if (nomad_http(d, "GET", path, NULL, 0, &r, &err) < 0)
+				goto out; /* Nomad unreachable: nothing is judged gone */
+			if (r.status == 404)
+				snprintf(why, sizeof(why), "its Nomad job %s is gone", job);
+			else if (nomad_check(&r, "read a sandbox's allocations", &err) < 0 ||
+				 nomad_allocs_parse(r.body, r.len, alloc, &a, &err) < 0)
+				goto out;
+			else if (a.phase == NOMAD_ALLOC_NONE)
+				snprintf(why, sizeof(why), "its Nomad allocation %.64s is gone", alloc);
+			else if (a.phase == NOMAD_ALLOC_DEAD)
+				snprintf(why, sizeof(why), "its Nomad allocation %.64s died: %.400s", alloc, a.reason);
+			else
+				continue;
+			sbx_err ferr = SBX_ERR_INIT;
+			if (sbx_sandbox_fail(d->db, id, why, &ferr) < 0)
+				log_warnx("reaper: sandbox %s: %s", id, ferr.msg);
+			else
+				log_warnx("sandbox %s: %s; marked failed", id, why);
+		}
+	}
+out:
+	if (err.msg[0])
+		log_warnx("reaper (nomad): %s", err.msg);
+	free(l.ids);
+}
+
+const struct driver_ops driver_nomad_ops = {
+	.name = "nomad",
+	.start = nomad_start,
+	.destroy = nomad_destroy,
+	.reap = nomad_reap,
+};
