@@ -58,13 +58,13 @@ int dns_upstream(const char *spec, struct sockaddr_in *out, sbx_err *err)
 	return 0;
 }
 
-int dns_socket_in(const char *netns, sbx_err *err)
+int dns_socket_in(const char *netns, int type, sbx_err *err)
 {
 	char p[300];
 	int self = -1, ns = -1, fd, e;
 
 	if (!netns || !*netns) {
-		fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+		fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 		return fd < 0 ? sbx_err_sys(err, "dns", "socket") : fd;
 	}
 	snprintf(p, sizeof(p), "/run/netns/%s", netns);
@@ -79,7 +79,7 @@ int dns_socket_in(const char *netns, sbx_err *err)
 		errno = e;
 		return sbx_err_sys(err, "dns", "entering netns %s", netns);
 	}
-	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	fd = socket(AF_INET, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	e = errno;
 	/* back home: a failure here would leave us in the wrong namespace */
 	if (setns(self, CLONE_NEWNET) < 0)
@@ -304,7 +304,7 @@ int dns_resolve(const char *netns, const struct sockaddr_in *up, const char *con
 	}
 	if (n == 0)
 		return 0;
-	fd = dns_socket_in(netns, err);
+	fd = dns_socket_in(netns, SOCK_DGRAM, err);
 	if (fd < 0)
 		return -1;
 	if (connect(fd, (const struct sockaddr *)up, sizeof(*up)) < 0)

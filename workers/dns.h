@@ -29,9 +29,10 @@ struct dns_addrs {
  * of /etc/resolv.conf. */
 int dns_upstream(const char *spec, struct sockaddr_in *out, sbx_err *err);
 
-/* A datagram socket (UDP) made in network namespace netns (NULL/"": ours):
- * it stays in that namespace for its life. O_CLOEXEC. */
-int dns_socket_in(const char *netns, sbx_err *err);
+/* A socket of type (SOCK_DGRAM, SOCK_STREAM) made in network namespace
+ * netns (NULL/"": ours): it stays in that namespace for its life.
+ * Non-blocking, O_CLOEXEC. */
+int dns_socket_in(const char *netns, int type, sbx_err *err);
 
 /* Resolves each of names[0..n) (A records; CNAMEs in the answer followed)
  * at upstream, all at once, waiting timeout_ms at most; out[i] for names[i].

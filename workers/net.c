@@ -442,7 +442,7 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		"add rule " TABLE " postrouting ip saddr @nat4 oifname != \"%s\" masquerade\n"
 		/* the DNS forwarder on the gateway (egress_node.c), for the
 		 * sandboxes that may leave at all */
-		"add rule " TABLE " node_allow ip saddr @nat4 ip daddr %s udp dport 53 accept\n",
+		"add rule " TABLE " node_allow ip saddr @nat4 ip daddr %s meta l4proto { udp, tcp } th dport 53 accept\n",
 		netstr, sn.len, c->bridge, c->bridge, c->bridge, c->bridge, c->bridge,
 		c->bridge, c->bridge, c->bridge, c->bridge, c->bridge, sn.gw);
 	if (c->internal_ranges) {

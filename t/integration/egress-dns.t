@@ -13,7 +13,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/egresslib.sh"
 
-plan 21
+plan 26
 
 eg_world || bail "cannot build the test namespaces"
 ZONE=$T_TMP/zone.json
@@ -40,6 +40,15 @@ byname() {
 	echo "${out:-fail}"
 }
 resolved_of() { req nginx GET "/sandboxes/$1" > /dev/null; j -c '.data.egress.resolved'; }
+# tcpdns ID NAME: the same question over TCP (tcpdns.py, uploaded first):
+# "RCODE [ADDRESS]", or "fail" when nothing answers.
+tcpdns() {
+	req nginx PUT "/sandboxes/$1/files/tmp/tcpdns.py" "$(cat "$SBX_REPO/t/integration/tcpdns.py")" \
+		-H 'Content-Type: application/octet-stream' > /dev/null
+	local out
+	out=$(sb_exec "$1" "python3 /tmp/tcpdns.py $2")
+	echo "${out:-fail}"
+}
 
 eg_new '{"mode":"restricted","allow":["api.egress.test:8080"]}'
 R=$SB_ID
@@ -52,6 +61,9 @@ is "$(tcp "$R" 198.51.100.20 8081)" fail "...but not on another port"
 is "$(resolve "$R" other.egress.test)" fail "a name not allowed does not resolve"
 is "$(grep -c '^other' "$QLOG")" 0 "...and was never asked upstream"
 is "$(tcp "$R" 203.0.113.30 8080)" fail "that name's address is not reachable"
+is "$(tcpdns "$R" api.egress.test)" "0 198.51.100.20" "over TCP (what a resolver retries with): the allowed name resolves"
+is "$(tcpdns "$R" other.egress.test)" 5 "...a name not allowed is REFUSED (rcode 5)"
+is "$(grep -c '^other' "$QLOG")" 0 "...and was never asked upstream"
 
 # the record changes: the node follows within its TTL
 echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
@@ -66,11 +78,13 @@ eg_new '{"mode":"open"}'
 O=$SB_ID
 is "$(resolve "$O" other.egress.test)" 203.0.113.30 "open: any name resolves (forwarded)"
 is "$(resolve "$O" nope.egress.test)" fail "open: a name that does not exist does not"
+is "$(tcpdns "$O" other.egress.test)" "0 203.0.113.30" "open, over TCP: forwarded and answered"
 eg_new '{"mode":"deny_all"}'
 D=$SB_ID
 is "$(resolve "$D" api.egress.test)" fail "deny_all: nothing resolves"
 is "$(resolve "$D" deny-$$.egress.test) $(grep -c "^deny-$$" "$QLOG")" "fail 0" \
 	"...not even a name of its own, which was never asked upstream"
+is "$(tcpdns "$D" api.egress.test)" fail "deny_all: no DNS over TCP either (the node's input drops it)"
 
 # a switch to a hostname on a running sandbox
 req nginx PUT "/sandboxes/$O/egress" '{"mode":"restricted","allow":["other.egress.test"]}'
