@@ -30,12 +30,13 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: " PROG " [-c CONF] [-d | -f]\n"
 		"       " PROG " [-c CONF] --check-config\n"
-		"       " PROG " --help-config | --sample-config\n"
+		"       " PROG " --help-config | --help-config-md | --sample-config\n"
 		"  -c CONF          config file (default " SBX_SYSCONFDIR "/sbx/sbx.conf)\n"
 		"  -d               detach and run in the background\n"
 		"  -f               stay in the foreground (default)\n"
 		"  --check-config   load and check the config, print \"config ok\" or the error\n"
 		"  --help-config    describe every setting sbx-worker reads\n"
+		"  --help-config-md every setting of sbx (API and worker) as a Markdown table\n"
 		"  --sample-config  print a config file with the defaults\n");
 }
 
@@ -59,6 +60,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "check-config", no_argument, NULL, 'C' },
 		{ "help-config", no_argument, NULL, 'H' },
+		{ "help-config-md", no_argument, NULL, 'M' },
 		{ "sample-config", no_argument, NULL, 'S' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -77,6 +79,7 @@ int main(int argc, char **argv)
 		case 'f': detach = false; break;
 		case 'C': check_only = true; break;
 		case 'H': sbx_config_print_help(stdout, SBX_FOR_WORKER); return 0;
+		case 'M': sbx_config_print_markdown(stdout); return 0;
 		case 'S': sbx_config_print_sample(stdout, SBX_FOR_WORKER); return 0;
 		case 'h': usage(stdout); return 0;
 		default: usage(stderr); return 2;

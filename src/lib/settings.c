@@ -546,6 +546,25 @@ void sbx_config_print_help(FILE *f, unsigned who)
 	}
 }
 
+/* Every setting, as the Markdown table of doc/operator-guide.md (a test
+ * compares the two); '|' never appears in names, defaults or docs. */
+void sbx_config_print_markdown(FILE *f)
+{
+	fprintf(f, "| setting | type | default | range | reload | read by | meaning |\n");
+	fprintf(f, "|---|---|---|---|---|---|---|\n");
+	for (size_t i = 0; i < sbx_settings_count; i++) {
+		const struct sbx_setting *s = &sbx_settings[i];
+		char range[64] = "", who[32] = "";
+		if (s->type != SBX_ST_STR && s->type != SBX_ST_BOOL)
+			snprintf(range, sizeof(range), "%lld..%lld", s->min, s->max);
+		snprintf(who, sizeof(who), "%s%s%s", (s->who & SBX_FOR_API) ? ", api" : "",
+			 (s->who & SBX_FOR_WORKER) ? ", worker" : "", (s->who & SBX_FOR_ADMIN) ? ", sbx-admin" : "");
+		fprintf(f, "| `%s` | %s | %s%s%s | %s | %s | %s | %s |\n", s->name, type_name(s->type),
+			s->def[0] ? "`" : "", s->def[0] ? s->def : "(empty)", s->def[0] ? "`" : "", range,
+			(s->flags & SBX_SF_RELOAD) ? "yes" : "no", who[0] ? who + 2 : "", s->doc);
+	}
+}
+
 void sbx_config_print_sample(FILE *f, unsigned who)
 {
 	fprintf(f, "# sbx configuration (sample). One 'name = value' a line.\n");

@@ -53,6 +53,8 @@ int sbx_config_diff_nonreloadable(const sbx_config *old, const sbx_config *nw, u
 
 void sbx_config_print_help(FILE *f, unsigned who);
 void sbx_config_print_sample(FILE *f, unsigned who);
+/* All settings (API and worker) as a Markdown table. */
+void sbx_config_print_markdown(FILE *f);
 void sbx_config_print_values(FILE *f, const sbx_config *cfg, unsigned who);
 
 #endif
