@@ -525,7 +525,18 @@ static void on_frame(struct relay *r, struct chan *c, const struct sbx_frame *f)
 	}
 }
 
+static void chan_read_rounds(struct relay *r, struct chan *c);
+
+/* What the reads brought goes out before we wait again (relay.c op_pub). */
 void chan_read(struct relay *r, struct chan *c)
+{
+	chan_read_rounds(r, c);
+	for (struct rop *o = r->ops; o; o = o->next)
+		if (o->ch == c)
+			op_flush(r, o);
+}
+
+static void chan_read_rounds(struct relay *r, struct chan *c)
 {
 	for (int round = 0; round < READ_ROUNDS && c->fd >= 0 && !c->doomed; round++) {
 		ssize_t n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);

@@ -1,8 +1,8 @@
 /* The node agent's runtime relay (doc/node-relay.md), its AMQP side: the
  * API's ops arrive as AMQP messages (doc/internal-protocol.md, hop 1),
  * become frames on one channel per sandbox to its sbx-init (hop 2, chan.c),
- * and what comes back is published to the op's reply queue at once, one
- * message per frame.
+ * and what comes back is published to the op's reply queue at once: one
+ * message per frame, but output, one message per channel read (op_pub).
  *
  * Memory per op and per channel is bounded; flow control is end to end:
  * output needs credit that only the API grants (as it writes to its
@@ -57,13 +57,39 @@ static void publish_json_to(struct relay *r, const char *reply_to, const char *c
 	publish_to(r, reply_to, corr, req_id, kind, s, strlen(s));
 }
 
+/* Output is published per channel read, not per frame: the frames of one
+ * kind that one read brought go as one message (OUTQ_MAX at most), which
+ * is what made a broker message per ~11 KiB frame the limit of streaming.
+ * Order holds: any other event of the op publishes what waits first, and
+ * chan_read ends with op_flush of each op it served. */
+#define OUTQ_MAX (128 * 1024)
+
+void op_flush(struct relay *r, struct rop *o)
+{
+	if (!o->outq_len)
+		return;
+	publish_to(r, o->reply_to, o->op_id, o->req_id, o->outq_kind, o->outq, o->outq_len);
+	o->outq_len = 0;
+}
+
 void op_pub(struct relay *r, struct rop *o, enum sbx_msg_kind kind, const void *b, size_t n)
 {
+	bool output = kind == SBX_MSG_STDOUT || kind == SBX_MSG_STDERR || kind == SBX_MSG_FILE_DATA;
+
+	if (o->outq_len && (!output || kind != o->outq_kind || o->outq_len + n > OUTQ_MAX))
+		op_flush(r, o);
+	if (output && n < OUTQ_MAX && (o->outq || (o->outq = malloc(OUTQ_MAX)))) {
+		memcpy(o->outq + o->outq_len, b, n);
+		o->outq_len += n;
+		o->outq_kind = kind;
+		return;
+	}
 	publish_to(r, o->reply_to, o->op_id, o->req_id, kind, b, n);
 }
 
 void op_pub_json(struct relay *r, struct rop *o, enum sbx_msg_kind kind, json_t *body)
 {
+	op_flush(r, o);
 	publish_json_to(r, o->reply_to, o->op_id, o->req_id, kind, body);
 }
 
@@ -134,6 +160,7 @@ void op_free(struct relay *r, struct rop *o)
 	bool stream_op = o->kind == RK_EXEC ? !o->background
 					    : o->kind == RK_ATTACH || o->kind == RK_READ || o->kind == RK_WRITE;
 
+	op_flush(r, o);
 	if (o->live && stream_op && o->ch->fd >= 0 && !o->ch->doomed)
 		chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
 	if (o->prev)
@@ -146,6 +173,7 @@ void op_free(struct relay *r, struct rop *o)
 	o->ch->busy_at = sbx_now_ms();
 	r->nops--;
 	free(o->pend.p);
+	free(o->outq);
 	free(o->cmd);
 	json_decref(o->acc);
 	free(o);

@@ -74,6 +74,11 @@ struct rop {
 	json_t *acc;
 	size_t acc_bytes;
 	bool truncated;
+	/* output (stdout, stderr, file data) of one kind waiting to be
+	 * published as one message: what one read of the channel brought */
+	uint8_t *outq;
+	size_t outq_len;
+	enum sbx_msg_kind outq_kind;
 };
 
 struct relay {
@@ -93,6 +98,8 @@ struct relay {
 /* ---- relay.c: an op's events and its end ---- */
 
 void op_pub(struct relay *r, struct rop *o, enum sbx_msg_kind kind, const void *b, size_t n);
+/* Publishes the output op_pub holds back (the end of a channel read). */
+void op_flush(struct relay *r, struct rop *o);
 void op_pub_json(struct relay *r, struct rop *o, enum sbx_msg_kind kind, json_t *body);
 /* One finished exec, for usage and audit (sql/004_execs.sql). */
 void record_exec(struct relay *r, struct rop *o, const struct sbx_exit_info *x, const char *error);
