@@ -95,7 +95,26 @@ static bool state_dead(char st)
 	return st == 'Z' || st == 'X';
 }
 
-/* Is pid the sentry of sandbox id (and not a zombie)? */
+/* A SIGKILL waits for pid: a task the cgroup v1 freezer holds (an idle
+ * sandbox, a waiting warm pool member: idle.c) takes it only once thawed,
+ * so until then it looks alive but is as good as dead. */
+static bool kill_pending(pid_t pid)
+{
+	char buf[4096];
+	const char *k[] = { "\nSigPnd:", "\nShdPnd:" };
+
+	if (proc_file(pid, "status", buf, sizeof(buf)) < 0)
+		return false;
+	for (size_t i = 0; i < 2; i++) {
+		const char *p = strstr(buf, k[i]);
+		unsigned long long mask;
+		if (p && sscanf(p + strlen(k[i]), "%llx", &mask) == 1 && (mask & (1ull << (SIGKILL - 1))))
+			return true;
+	}
+	return false;
+}
+
+/* Is pid the sentry of sandbox id (and not a zombie, nor killed)? */
 bool runsc_sentry_alive(pid_t pid, const char *id)
 {
 	char buf[4096], st;
@@ -104,7 +123,7 @@ bool runsc_sentry_alive(pid_t pid, const char *id)
 	if (pid <= 0)
 		return false;
 	st = proc_state(pid);
-	if (!st || state_dead(st))
+	if (!st || state_dead(st) || kill_pending(pid))
 		return false;
 	r = proc_file(pid, "cmdline", buf, sizeof(buf));
 	/* cmdline is NUL-separated: look for the id as one argument's text */

@@ -113,7 +113,12 @@ done
 is "$(for p in $(pool); do sb_runsc_state "$p"; done | sort -u | tr '\n' ' ')" "running " "every member runs"
 
 # ---- a member that dies is removed and replaced ---------------------------
+# while it waits frozen: the freezer (cgroup v1) holds the SIGKILL until a
+# thaw, so the sentry is still there, but the node must see it as dead
 DEAD=$(pool | head -n1)
+frozen_p() { [ "$(sb_freezer "$1")" = FROZEN ]; }
+wait_until 60 frozen_p "$DEAD"
+ok $? "member $DEAD is frozen"
 spid=$(cat "$SB_STATE/sandboxes/$DEAD/sandbox.pid" 2> /dev/null)
 ok "[ -n '$spid' ] && kill -9 '$spid'" "kill -9 of member $DEAD's sentry (pid $spid)"
 wait_until 30 sb_gone "$DEAD"
