@@ -26,6 +26,7 @@ static const struct {
 	[SBX_MSG_PAUSE] = { "pause", N },   /* API -> the sandbox's node; answered when taken on */
 	[SBX_MSG_RESUME] = { "resume", N },
 	[SBX_MSG_EGRESS] = { "egress", N },
+	[SBX_MSG_SNAPSHOT] = { "snapshot", N },
 	[SBX_MSG_PONG] = { "pong", RE },
 	[SBX_MSG_PROVISIONED] = { "provisioned", RE },
 	[SBX_MSG_DESTROYED] = { "destroyed", RE },

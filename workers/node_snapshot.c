@@ -1,0 +1,173 @@
+/* The node agent's side of snapshots (API.md "Snapshots"): the request is
+ * taken on at once and done by a short-lived process (sandbox_snapshot,
+ * snapshot.c) while the sandbox goes on serving; the process's end moves
+ * the record from creating to ready or failed. A snapshot whose process
+ * never ended (the agent was killed) is failed from here: at the agent's
+ * start every creating snapshot of this node is (its process died with the
+ * agent), later those that no process works on. */
+#include "config.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cleanup.h"
+#include "host.h"
+#include "log.h"
+#include "node_int.h"
+#include "reply.h"
+
+/* longer than any snapshot's copy and push take (snapshot.c's timeouts) */
+#define STUCK_S 1800
+
+void node_snapshot_init(struct node *n)
+{
+	const char *s = sbx_cfg_str(n->cfg, "snapshot_helper"), *reg = sbx_cfg_str(n->cfg, "registry_url");
+	char self[512];
+	ssize_t l;
+
+	/* the registry as HOST:PORT (the helper insists on loopback) */
+	if (!strncmp(reg, "http://", 7))
+		reg += 7;
+	snprintf(n->registry, sizeof(n->registry), "%s", reg);
+	n->registry[strcspn(n->registry, "/")] = 0;
+	if (s[0]) {
+		snprintf(n->snap_helper, sizeof(n->snap_helper), "%s", s);
+		return;
+	}
+	/* beside sbx-worker: the build tree, or an install's libexec */
+	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (l > 0) {
+		char *slash;
+		self[l] = 0;
+		if ((slash = strrchr(self, '/'))) {
+			*slash = 0;
+			snprintf(n->snap_helper, sizeof(n->snap_helper), "%s/sbx-snapshot", self);
+			if (access(n->snap_helper, X_OK) == 0)
+				return;
+			snprintf(n->snap_helper, sizeof(n->snap_helper), "%s/../libexec/sbx/sbx-snapshot", self);
+			if (access(n->snap_helper, X_OK) == 0)
+				return;
+		}
+	}
+	snprintf(n->snap_helper, sizeof(n->snap_helper), "/usr/libexec/sbx/sbx-snapshot");
+}
+
+int node_snapshot_run(struct node *n, const char *id, const char *snap_id, char *out, size_t outsz, sbx_err *err)
+{
+	struct sandbox_snapshot_req rq = { .snapshot_id = snap_id, .registry = n->registry, .helper = n->snap_helper };
+	char digest[80];
+	long long bytes = 0;
+
+	if (sandbox_snapshot(&n->sc, id, &rq, digest, sizeof(digest), &bytes, err) < 0)
+		return -1;
+	snprintf(out, outsz, " %s %lld", digest, bytes);
+	return 0;
+}
+
+void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	const char *id = NULL, *sid = NULL, *snap = NULL;
+	json_error_t jerr;
+	struct sb *s;
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &id,
+			   "snapshot_id", &snap) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !sbx_id_valid(snap)) {
+		log_warnx("rejecting a malformed snapshot request");
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
+		return;
+	}
+	s = sb_find(n, id);
+	if (!s || s->pool || strcmp(s->sandbox_id, sid)) {
+		node_reply_msg(n, m, sbx_reply_fail("not_found", "the sandbox is not on this node"));
+		return;
+	}
+	if (node_op_find(n, id)) {
+		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
+		return;
+	}
+	if (s->st != SB_READY) {
+		node_reply_msg(n, m, sbx_reply_fail("bad_state", "the sandbox is not ready on the node"));
+		return;
+	}
+	if (node_op_spawn_snapshot(n, id, snap) < 0) {
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "node agent could not start a worker process"));
+		return;
+	}
+	log_info("sandbox %s: snapshot %s begun (placement %s)", sid, snap, id);
+	node_reply_msg(n, m, sbx_reply_ok());
+}
+
+static void record(struct node *n, const char *snap, bool ok, const char *digest, const char *bytes, const char *why)
+{
+	sbx_err err = SBX_ERR_INIT;
+	int r;
+
+	if (ok)
+		r = sbx_db_query(&n->db, NULL, &err,
+				 "UPDATE snapshots SET status = 'ready', image_digest = $2, size_bytes = $3::bigint, "
+				 "updated_at = now() WHERE id = $1 AND status = 'creating'",
+				 3, snap, digest, bytes);
+	else
+		r = sbx_db_query(&n->db, NULL, &err,
+				 "UPDATE snapshots SET status = 'failed', failure_reason = $2, updated_at = now() "
+				 "WHERE id = $1 AND status = 'creating'",
+				 2, snap, why);
+	if (r < 0)
+		log_warnx("snapshot %s: recording %s: %s", snap, ok ? "ready" : "failed", err.msg);
+}
+
+void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg)
+{
+	struct sb *s = sb_find(n, o->id);
+	const char *snap = o->reason; /* an OP_SNAPSHOT's reason is its snapshot id */
+	char digest[80] = "", bytes[24] = "";
+
+	if (ok && sscanf(o->buf, "OK %79s %23s", digest, bytes) != 2) {
+		ok = false;
+		msg = "the snapshot process gave no digest";
+	}
+	if (ok)
+		log_info("snapshot %s: ready (%s, layer of %s bytes)", snap, digest, bytes);
+	else
+		log_warnx("snapshot %s: failed: %s", snap, msg);
+	record(n, snap, ok, digest, bytes, msg);
+	if (s && s->destroy_after_start)
+		destroy_local(n, s->id, NULL, "destroyed while it was snapshotted");
+}
+
+void settle_snapshots(struct node *n, bool at_start)
+{
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	char stuck[16];
+
+	if (at_start) {
+		/* no snapshot process outlives the agent (PDEATHSIG): what they
+		 * left is nobody's */
+		char work[600];
+		const char *argv[] = { "rm", "-rf", "--one-file-system", work, NULL };
+		cleanup_host_out struct host_out ho = { 0 };
+		sandbox_snapshot_workdir(&n->sc, NULL, work, sizeof(work));
+		if (host_run_ok("rm", argv, NULL, &ho, &err) < 0)
+			log_warnx("snapshot leftovers: %s", err.msg);
+	}
+	snprintf(stuck, sizeof(stuck), "%d", at_start ? 0 : STUCK_S);
+	if (sbx_db_query(&n->db, &r, &err,
+			 "SELECT id FROM snapshots WHERE node_id = $1 AND status = 'creating' "
+			 "AND created_at < now() - make_interval(secs => $2::int)",
+			 2, n->node_id, stuck) < 0) {
+		log_warnx("snapshot pass: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *snap = PQgetvalue(r, i, 0);
+		bool working = false;
+		for (struct op *o = n->ops; o; o = o->next)
+			working |= o->kind == OP_SNAPSHOT && !strcmp(o->reason, snap);
+		if (working)
+			continue;
+		record(n, snap, false, NULL, NULL,
+		       at_start ? "interrupted by a node agent restart" : "its snapshot process was lost");
+	}
+}
