@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "freezer.h"
 #include "host.h"
 #include "log.h"
 #include "node_int.h"
@@ -90,6 +91,11 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", "the sandbox is not ready on the node"));
 		return;
 	}
+	/* its sync runs inside, which a frozen sentry never answers */
+	if (idle_frozen(n, id) && idle_thaw(n, id) < 0) {
+		node_reply_msg(n, m, sbx_reply_fail(NULL, "the sandbox could not be thawed for its snapshot"));
+		return;
+	}
 	if (node_op_spawn_snapshot(n, id, snap) < 0) {
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "node agent could not start a worker process"));
 		return;
@@ -129,8 +135,22 @@ void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg)
 	}
 	if (ok)
 		log_info("snapshot %s: ready (%s, layer of %s bytes)", snap, digest, bytes);
-	else
+	else {
+		/* a process that died mid-way may have left the sandbox frozen
+		 * and its copy behind */
+		char work[600];
+		const char *argv[] = { "rm", "-rf", "--one-file-system", work, NULL };
+		cleanup_host_out struct host_out ho = { 0 };
+		sbx_err err = SBX_ERR_INIT;
+
 		log_warnx("snapshot %s: failed: %s", snap, msg);
+		if (s && !s->idle.frozen && sandbox_freeze_state(o->id) > SANDBOX_THAWED &&
+		    sandbox_thaw(o->id, &err) < 0)
+			log_warnx("sandbox %s: thaw after a failed snapshot: %s", o->id, err.msg);
+		sandbox_snapshot_workdir(&n->sc, snap, work, sizeof(work));
+		if (host_run_ok("rm", argv, NULL, &ho, &err) < 0)
+			log_warnx("snapshot %s: removing its files: %s", snap, err.msg);
+	}
 	record(n, snap, ok, digest, bytes, msg);
 	if (s && s->destroy_after_start)
 		destroy_local(n, s->id, NULL, "destroyed while it was snapshotted");

@@ -44,7 +44,7 @@ static const struct sbx_jfield volume_spec[] = {
 BODY(api_volume_body, volume_spec, NULL);
 
 static const struct sbx_jfield snapshot_spec[] = {
-	{ "name", SBX_J_STRING, false, 1, 40 },
+	{ "name", SBX_J_STRING, true, 1, 40 },
 };
 BODY(api_snapshot_body, snapshot_spec, NULL);
 

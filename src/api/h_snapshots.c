@@ -86,12 +86,12 @@ static void snapshot_create(struct api_req *r)
 	}
 	sbx_id_new(id);
 	given = sbx_json_str(body, "name", NULL);
-	if (given && !api_volume_name_ok(given)) {
+	if (!api_volume_name_ok(given)) {
 		sbx_err_set(&err, 400, "invalid_field", "name must match ^[a-z0-9-]{1,40}$");
 		api_send_error(r, &err);
 		return;
 	}
-	snprintf(name, sizeof(name), "%s", given ? given : "snapshot");
+	snprintf(name, sizeof(name), "%s", given);
 	if (sbx_db_query(&r->ctx->db, &res, &err,
 			 "SELECT status, coalesce(node_id, ''), coalesce(placement_id, ''), template FROM sandboxes "
 			 "WHERE id = $1 AND org_id = $2",
