@@ -21,12 +21,20 @@ CREATE TABLE snapshots (
 	image_repo      text NOT NULL,
 	image_digest    text,
 	size_bytes      bigint,
+	-- taken on the sandbox's schedule (snapshotMode automatic): a bounded
+	-- number of these is kept per sandbox (setting snapshot_auto_keep)
+	automatic       boolean NOT NULL DEFAULT false,
 	created_at      timestamptz NOT NULL DEFAULT now(),
 	updated_at      timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX snapshots_org_created ON snapshots(org_id, created_at DESC);
 CREATE INDEX snapshots_sandbox_created ON snapshots(sandbox_id, created_at DESC);
 CREATE INDEX snapshots_creating ON snapshots(node_id) WHERE status = 'creating';
+
+-- The next automatic snapshot of a sandbox with snapshotMode automatic: its
+-- node computes it from snapshot_frequency (a 5-field cron, UTC) when it is
+-- NULL, and moves it on each time it takes one.
+ALTER TABLE sandboxes ADD COLUMN next_snapshot_at timestamptz;
 
 -- The public Snapshot object. image_tag names the image in the stack's
 -- registry: REPO:latest, and REPO@DIGEST once it is pushed.

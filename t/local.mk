@@ -14,7 +14,8 @@ SBX_UNIT_TESTS = \
 	t/unit/frame_test \
 	t/unit/chanauth_test \
 	t/unit/usage_test \
-	t/unit/egress_test
+	t/unit/egress_test \
+	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)

@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <time.h>
 #include "cleanup.h"
+#include "cron.h"
 #include "freezer.h"
 #include "host.h"
 #include "log.h"
@@ -123,6 +125,42 @@ static void record(struct node *n, const char *snap, bool ok, const char *digest
 		log_warnx("snapshot %s: recording %s: %s", snap, ok ? "ready" : "failed", err.msg);
 }
 
+/* After an automatic snapshot of sandbox_id is ready: its automatic
+ * snapshots beyond snapshot_auto_keep (the oldest) go, image first. */
+static void prune_automatic(struct node *n, const char *snap)
+{
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	char keep[16];
+
+	snprintf(keep, sizeof(keep), "%lld", sbx_cfg_int(n->cfg, "snapshot_auto_keep"));
+	if (sbx_db_query(&n->db, &r, &err,
+			 "SELECT p.id, coalesce(p.image_repo || '@' || p.image_digest, '') FROM snapshots p "
+			 "WHERE p.automatic AND p.status <> 'creating' AND p.sandbox_id = "
+			 "  (SELECT sandbox_id FROM snapshots WHERE id = $1 AND automatic) "
+			 "ORDER BY p.created_at DESC, p.id DESC OFFSET $2::int",
+			 2, snap, keep) < 0) {
+		log_warnx("snapshot %s: pruning: %s", snap, err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *id = PQgetvalue(r, i, 0), *image = PQgetvalue(r, i, 1);
+		cleanup_host_out struct host_out ho = { 0 };
+		const char *argv[] = { n->snap_helper, "delete", "--registry", n->registry, "--image", image, NULL };
+		struct host_run_opts ro = HOST_RUN_OPTS("snapshot");
+
+		ro.timeout_ms = 20000;
+		if (image[0] && host_run_ok("sbx-snapshot delete", argv, &ro, &ho, &err) < 0) {
+			log_warnx("snapshot %s: pruning: %s (kept; the next one tries again)", id, err.msg);
+			continue;
+		}
+		if (sbx_db_query(&n->db, NULL, &err, "DELETE FROM snapshots WHERE id = $1", 1, id) < 0)
+			log_warnx("snapshot %s: pruning: %s", id, err.msg);
+		else
+			log_info("snapshot %s: pruned (automatic, past snapshot_auto_keep)", id);
+	}
+}
+
 void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg)
 {
 	struct sb *s = sb_find(n, o->id);
@@ -152,8 +190,73 @@ void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg)
 			log_warnx("snapshot %s: removing its files: %s", snap, err.msg);
 	}
 	record(n, snap, ok, digest, bytes, msg);
+	if (ok)
+		prune_automatic(n, snap);
 	if (s && s->destroy_after_start)
 		destroy_local(n, s->id, NULL, "destroyed while it was snapshotted");
+}
+
+/* Sandboxes of this node with snapshotMode automatic: the first due time
+ * is computed from the schedule; a due one is snapshotted (unless something
+ * else is in flight on it: the next pass tries again) and its next time
+ * set. */
+static void schedule_automatic(struct node *n)
+{
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	time_t now = time(NULL);
+
+	if (sbx_db_query(&n->db, &r, &err,
+			 "SELECT id, placement_id, snapshot_frequency, template, next_snapshot_at IS NOT NULL, "
+			 "  coalesce(next_snapshot_at <= now(), false) "
+			 "FROM sandboxes WHERE node_id = $1 AND status = 'ready' AND snapshot_mode = 'automatic' "
+			 "AND snapshot_frequency IS NOT NULL AND (next_snapshot_at IS NULL OR next_snapshot_at <= now())",
+			 1, n->node_id) < 0) {
+		log_warnx("automatic snapshots: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *sid = PQgetvalue(r, i, 0), *place = PQgetvalue(r, i, 1), *freq = PQgetvalue(r, i, 2);
+		bool due = PQgetvalue(r, i, 5)[0] == 't';
+		struct sb *s = sb_find(n, place);
+		char next[24], snap[SBX_ID_LEN + 1], repo[64], name[48];
+		struct tm tm;
+		sbx_cron cron;
+		time_t t;
+
+		if (sbx_cron_parse(freq, &cron, &err) < 0 || (t = sbx_cron_next(&cron, now)) < 0) {
+			log_warnx("sandbox %s: snapshot_frequency '%s': %s", sid, freq, err.msg);
+			continue;
+		}
+		snprintf(next, sizeof(next), "%lld", (long long)t);
+		if (due) {
+			if (!s || s->pool || s->st != SB_READY || strcmp(s->sandbox_id, sid) || node_op_find(n, place))
+				continue; /* busy (or not ours yet): due still, the next pass tries */
+			if (idle_frozen(n, place) && idle_thaw(n, place) < 0)
+				continue;
+			sbx_id_new(snap);
+			snprintf(repo, sizeof(repo), "sbx/snapshots/%s", snap);
+			gmtime_r(&now, &tm);
+			strftime(name, sizeof(name), "auto-%Y%m%d-%H%M", &tm);
+			if (sbx_db_query(&n->db, NULL, &err,
+					 "INSERT INTO snapshots (id, org_id, sandbox_id, name, source_template, node_id, "
+					 "image_repo, automatic) SELECT $1, org_id, id, $3, template, $4, $5, true "
+					 "FROM sandboxes WHERE id = $2",
+					 5, snap, sid, name, n->node_id, repo) < 0) {
+				log_warnx("sandbox %s: automatic snapshot: %s", sid, err.msg);
+				continue;
+			}
+			if (node_op_spawn_snapshot(n, place, snap) < 0) {
+				record(n, snap, false, NULL, NULL, "node agent could not start a worker process");
+				continue;
+			}
+			log_info("sandbox %s: automatic snapshot %s begun", sid, snap);
+		}
+		if (sbx_db_query(&n->db, NULL, &err,
+				 "UPDATE sandboxes SET next_snapshot_at = to_timestamp($2::bigint) WHERE id = $1", 2, sid,
+				 next) < 0)
+			log_warnx("sandbox %s: next automatic snapshot: %s", sid, err.msg);
+	}
 }
 
 void settle_snapshots(struct node *n, bool at_start)
@@ -180,6 +283,8 @@ void settle_snapshots(struct node *n, bool at_start)
 		log_warnx("snapshot pass: %s", err.msg);
 		return;
 	}
+	if (!at_start)
+		schedule_automatic(n);
 	for (int i = 0; i < PQntuples(r); i++) {
 		const char *snap = PQgetvalue(r, i, 0);
 		bool working = false;

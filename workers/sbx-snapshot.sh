@@ -15,6 +15,9 @@
 #     new layer's compressed size). WORK holds the intermediate files; the
 #     caller removes it.
 #
+#   sbx-snapshot delete --registry HOST:PORT --image REPO@DIGEST
+#     Deletes the image's manifest (automatic snapshots past the number kept).
+#
 #   sbx-snapshot pull --registry HOST:PORT --image REPO@DIGEST --dest DIR \
 #       --templates STATE/templates
 #     Pulls the snapshot's own layer (checked against its digest) into
@@ -248,8 +251,18 @@ pull() {
 	echo pulled
 }
 
+# delete: the image's manifest goes from the registry (already gone: fine)
+delete() {
+	local irepo=${image%@*} idigest=${image#*@} code
+	[[ "$irepo" =~ ^sbx/snapshots/[0-9a-f]{24}$ ]] && [[ "$idigest" =~ $digest_re ]] || die "bad image: $image"
+	code=$(c -o /dev/null -w '%{http_code}' -X DELETE "$reg_url/v2/$irepo/manifests/$idigest") ||
+		die "the registry did not answer"
+	case "$code" in 200|202|404) ;; *) die "the registry refused to delete $image (HTTP $code)" ;; esac
+}
+
 case "$cmd" in
 push) push ;;
 pull) pull ;;
-*) die "usage: $prog push|pull ..." ;;
+delete) delete ;;
+*) die "usage: $prog push|pull|delete ..." ;;
 esac

@@ -8,6 +8,7 @@
 #include "api.h"
 #include "bodies.h"
 #include "cleanup.h"
+#include "cron.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -231,6 +232,7 @@ struct create_req {
 	const char *egress_mode;
 	json_t *egress_allow; /* borrowed from the body; NULL: [] */
 	const char *from_snapshot; /* a snapshot id of the caller's, or NULL */
+	const char *snapshot_frequency; /* automatic: the validated cron, else NULL */
 };
 
 static bool printable(const char *s)
@@ -418,9 +420,14 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 	if (!strcmp(c->snapshot_mode, "manual") && sbx_json_str(body, "snapshotFrequency", NULL))
 		return sbx_err_set(err, 400, "invalid_field", "snapshotFrequency needs snapshotMode: automatic");
 
-	/* persistence arrives with the volumes and snapshots work */
-	if (!strcmp(c->snapshot_mode, "automatic"))
-		return sbx_err_set(err, 400, "not_supported", "snapshotMode automatic is not supported yet");
+	if (!strcmp(c->snapshot_mode, "automatic")) {
+		sbx_cron cron;
+		c->snapshot_frequency = sbx_json_str(body, "snapshotFrequency", NULL);
+		if (!c->snapshot_frequency)
+			return sbx_err_set(err, 400, "invalid_field", "snapshotMode automatic needs snapshotFrequency");
+		if (sbx_cron_parse(c->snapshot_frequency, &cron, err) < 0)
+			return -1;
+	}
 	if (validate_persistence(cfg, body, c, err) < 0)
 		return -1;
 	c->from_snapshot = sbx_json_str(body, "fromSnapshot", NULL);
@@ -588,14 +595,15 @@ void h_sandboxes_create(struct api_req *r)
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
 			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
 			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id, "
-			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound, from_snapshot) "
+			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound, from_snapshot, "
+			 "snapshot_frequency) "
 			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
 			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18, "
-			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all', $21)",
-			 21, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all', $21, $22)",
+			 22, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
 			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s,
-			 c.from_snapshot) < 0 ||
+			 c.from_snapshot, c.snapshot_frequency) < 0 ||
 	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit(&r->ctx->db, &err) < 0)
 		goto fail;
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);

@@ -18,6 +18,10 @@
 #    400, another organisation's sandbox or snapshot 404 (list, snapshot,
 #    delete, fromSnapshot), a snapshot while another is in flight 409, delete
 #    while creating 409, a destroyed sandbox 400 naming its state;
+#  - snapshotMode automatic with a 5-field cron: the node computes the next
+#    time from the schedule; each time it is due (the test makes it due) an
+#    automatic snapshot is taken, and past snapshot_auto_keep the oldest goes,
+#    record and image (the registry no longer serves it);
 #  - the snapshot process killed mid-way (stopped at the armed fault point
 #    snapshot-copy, then SIGKILLed): the snapshot ends failed with a reason,
 #    the sandbox is ready and runs commands, nothing is left on the node.
@@ -235,6 +239,41 @@ req nginx POST /sandboxes "{\"fromSnapshot\":\"$S1\",\"specs\":{\"memory\":256,\
 is "$STATUS" 404 "fromSnapshot of a deleted snapshot: 404"
 sb_track "$(j '.data.id // empty')"
 SNAPS=()
+
+# ---- automatic snapshots -------------------------------------------------------------
+T_SECTION=automatic
+KEEP=$(conf_get snapshot_auto_keep)
+: "${KEEP:=5}"
+sb_create nginx '{"name":"it-snap-auto","snapshotMode":"automatic","snapshotFrequency":"0 0 1 1 *","specs":{"memory":256,"disk":1}}'
+C=$SB_ID
+is "$STATUS $(j -c '[.data.status]')" '201 ["ready"]' "snapshotMode automatic with a valid 5-field cron: 201"
+req nginx GET "/sandboxes/$C"
+is "$(j -c '[.data.snapshot_mode, .data.snapshot_frequency]')" '["automatic","0 0 1 1 *"]' \
+	"the Sandbox shows snapshot_mode automatic and its schedule"
+next_at() { psql_q "SELECT coalesce(to_char(next_snapshot_at AT TIME ZONE 'UTC', 'MM-DD HH24:MI'), '') FROM sandboxes WHERE id = '$C'"; }
+wait_until 30 test -n "$(next_at)"
+is "$(next_at)" "01-01 00:00" "its node computed the next time from the schedule (January 1st, 00:00 UTC)"
+# the node took the due snapshot (its next time moved on) and it has ended
+auto_taken() {
+	[ "$(psql_q "SELECT next_snapshot_at > now() AND NOT EXISTS (SELECT 1 FROM snapshots
+		WHERE sandbox_id = '$C' AND status = 'creating') FROM sandboxes WHERE id = '$C'")" = t ]
+}
+AUTO_IDS=()
+for round in $(seq 1 $((KEEP + 1))); do
+	psql_q "UPDATE sandboxes SET next_snapshot_at = now() WHERE id = '$C'" > /dev/null
+	wait_until 180 auto_taken
+	AUTO_IDS+=("$(psql_q "SELECT id FROM snapshots WHERE sandbox_id = '$C' AND automatic ORDER BY created_at DESC LIMIT 1")")
+	[ "$round" = 1 ] && FIRST_DIGEST=$(psql_q "SELECT coalesce(image_digest, '') FROM snapshots WHERE id = '${AUTO_IDS[0]}'")
+done
+like "$FIRST_DIGEST" '^sha256:' "the first automatic snapshot became ready (${AUTO_IDS[0]})"
+req nginx GET "/sandboxes/$C/snapshots?limit=100"
+is "$(j '.data.totalCount')" "$KEEP" "$((KEEP + 1)) automatic snapshots taken, $KEEP kept (snapshot_auto_keep)"
+is "$(j -r '[.data.data[].status] | unique | join(",")')" ready "the kept ones are ready"
+like "$(j -r '.data.data[0].name')" '^auto-[0-9]{8}-[0-9]{4}$' "named auto-YYYYMMDD-HHMM ($(j -r '.data.data[0].name'))"
+is "$(j -r --arg id "${AUTO_IDS[0]}" '[.data.data[].id] | index($id)')" null "the oldest went"
+is "$(manifest_code "sbx/snapshots/${AUTO_IDS[0]}" "$FIRST_DIGEST")" 404 "and its image is gone from the registry"
+is "$(next_at)" "01-01 00:00" "the next time is the schedule's again"
+for s in $(psql_q "SELECT id FROM snapshots WHERE sandbox_id = '$C'"); do SNAPS+=("$s"); done
 
 # ---- a sandbox that is not ready -----------------------------------------------------
 T_SECTION=state
