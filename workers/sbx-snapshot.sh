@@ -94,24 +94,37 @@ mount_blob() {
 	has_blob "$1" "$2" || die "blob $2 missing in $1 after the mount"
 }
 
-# overlay whiteouts -> OCI .wh. files (as templates/build does for its layers)
+# overlay whiteouts -> OCI .wh. files (as templates/build does for its
+# layers). The tree is what a sandbox wrote, so hostile: a name the marker
+# file is to have may already be taken (by a symlink to a host path, say),
+# and is removed first; markers are made with O_EXCL|O_NOFOLLOW, never
+# through a link.
 whiteouts() {
 	python3 - "$1" <<'EOF'
-import os, stat, sys
+import os, shutil, stat, sys
 top = sys.argv[1]
+def marker(path):
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
 for d, dirs, files in os.walk(top):
     for n in list(dirs) + files:
         p = os.path.join(d, n)
+        if not os.path.lexists(p):
+            continue
         st = os.lstat(p)
         if stat.S_ISCHR(st.st_mode) and st.st_rdev == 0:
             os.unlink(p)
-            open(os.path.join(d, ".wh." + n), "w").close()
+            marker(os.path.join(d, ".wh." + n))
             if n in dirs:
                 dirs.remove(n)
         elif stat.S_ISDIR(st.st_mode):
             try:
                 if os.getxattr(p, "trusted.overlay.opaque", follow_symlinks=False) == b"y":
-                    open(os.path.join(p, ".wh..wh..opq"), "w").close()
+                    marker(os.path.join(p, ".wh..wh..opq"))
             except OSError:
                 pass
 EOF
@@ -184,7 +197,9 @@ for d, dirs, files in os.walk(top):
         os.unlink(os.path.join(d, n))
         if n == ".wh..wh..opq":
             os.setxattr(d, "trusted.overlay.opaque", b"y", follow_symlinks=False)
-        else:
+        elif not os.path.lexists(os.path.join(d, n[4:])):
+            # (a file of the same name in the same layer wins: OCI
+            # whiteouts hide only lower layers)
             os.mknod(os.path.join(d, n[4:]), stat.S_IFCHR | 0o600, os.makedev(0, 0))
 EOF
 }
