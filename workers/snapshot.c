@@ -76,7 +76,7 @@ static int rm_tree(const char *dir)
 }
 
 /* cp -a of the upper directory with every task of the sandbox stopped. */
-static int copy_frozen(const struct sandbox_paths *p, const char *id, const char *upper, const char *dst,
+static int copy_frozen(const struct sandbox_node_cfg *c, const char *id, const char *upper, const char *dst,
 		       sbx_err *err)
 {
 	const char *argv[] = { "cp", "-a", "--one-file-system", upper, dst, NULL };
@@ -87,7 +87,6 @@ static int copy_frozen(const struct sandbox_paths *p, const char *id, const char
 	int r;
 	sbx_err e2 = SBX_ERR_INIT;
 
-	(void)p;
 	if (!was_frozen) {
 		if (sandbox_freeze(id, err) < 0)
 			return sbx_err_ctx(err, "freezing the sandbox");
@@ -100,6 +99,9 @@ static int copy_frozen(const struct sandbox_paths *p, const char *id, const char
 			host_sleep_ms(2);
 		}
 	}
+	/* frozen, not copied yet: where a killed node agent leaves the most
+	 * behind (doc/testing.md) */
+	sandbox_fault_point(c, "snapshot-frozen", id);
 	ro.timeout_ms = COPY_TIMEOUT_MS;
 	r = host_run_ok("copying the writable layer", argv, &ro, &o, err);
 	/* thawed whatever the copy did (one the idle pass froze stays so) */
@@ -143,7 +145,7 @@ int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const str
 	if (sandbox_has_init(c) && runsc_sync(c, &p, id, &e2) < 0)
 		log_warnx("sandbox %s: sync before the snapshot: %s", id, e2.msg);
 	sandbox_fault_point(c, "snapshot-copy", id);
-	if (copy_frozen(&p, id, upper, copy, err) < 0) {
+	if (copy_frozen(c, id, upper, copy, err) < 0) {
 		sbx_err_ctx(err, "snapshot %s", rq->snapshot_id);
 		goto out;
 	}

@@ -24,7 +24,10 @@
 #    record and image (the registry no longer serves it);
 #  - the snapshot process killed mid-way (stopped at the armed fault point
 #    snapshot-copy, then SIGKILLed): the snapshot ends failed with a reason,
-#    the sandbox is ready and runs commands, nothing is left on the node.
+#    the sandbox is ready and runs commands, nothing is left on the node;
+#  - the node agent SIGKILLed while the snapshot process holds the sandbox
+#    frozen (fault point snapshot-frozen): the restarted agent fails the
+#    snapshot, the sandbox runs commands again, nothing is left.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc, the state directory" runsc jq curl
@@ -39,7 +42,7 @@ RFC3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
 SNAPS=()
 snap_cleanup() {
 	local s
-	rm -f "$SB_STATE/faults/snapshot-copy".*
+	rm -f "$SB_STATE/faults/snapshot-copy".* "$SB_STATE/faults/snapshot-frozen".*
 	for s in "${SNAPS[@]}"; do
 		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
 			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
@@ -47,7 +50,7 @@ snap_cleanup() {
 }
 t_on_exit snap_cleanup sb_cleanup
 mkdir -p "$SB_STATE/faults"
-rm -f "$SB_STATE/faults/snapshot-copy".*
+rm -f "$SB_STATE/faults/snapshot-copy".* "$SB_STATE/faults/snapshot-frozen".*
 
 fresh_org it-snapshots
 
@@ -212,6 +215,38 @@ is "$(sb_db "$A" status)" ready "and its record is ready"
 wait_until 20 test -z "$(ls -A "$SNAPWORK" 2> /dev/null)"
 is "$(ls -A "$SNAPWORK" 2> /dev/null | tr '\n' ' ')" "" "nothing of it is left on the node"
 rm -f "$SB_STATE/faults/snapshot-copy".*
+
+# ---- the node agent killed while the sandbox is frozen for the copy -------------------
+T_SECTION=agent-killed
+rm -f "$SB_STATE/faults/snapshot-frozen".*
+touch "$SB_STATE/faults/snapshot-frozen.armed"
+req nginx POST "/sandboxes/$A/snapshots" '{"name":"it-snap-agent"}'
+S4=$(j '.data.id // empty')
+[ -n "$S4" ] && SNAPS+=("$S4")
+is "$STATUS" 202 "a snapshot: 202"
+pidf=""
+wait_until 30 test -f "$SB_STATE/faults/snapshot-frozen.$PA.pid" && pidf=$SB_STATE/faults/snapshot-frozen.$PA.pid
+rm -f "$SB_STATE/faults/snapshot-frozen.armed"
+ok "[ -n '$pidf' ]" "its process stopped at snapshot-frozen"
+is "$(sb_freezer "$A")" FROZEN "the sandbox is frozen there (its cgroup's freezer)"
+node_old=$(worker_pid node)
+mark=$(log_mark)
+kill -KILL "$node_old" 2> /dev/null
+ok "[ -n '$node_old' ]" "the node agent (pid $node_old) is SIGKILLed there (its snapshot process dies with it)"
+wait_until 60 node_consuming_since "$mark"
+wait_until 60 snap_settled "$A" "$S4"
+req nginx GET "/sandboxes/$A/snapshots?limit=100"
+is "$(j -r --arg id "$S4" '.data.data[] | select(.id == $id) | .status')" failed "the restarted agent fails the snapshot"
+REASON=$(j -r --arg id "$S4" '.data.data[] | select(.id == $id) | .failure_reason')
+like "$REASON" 'restart' "with the reason ($REASON)"
+sexec "$A" 'cat /root/work/new.txt'
+is "$CODE $OUT" "0 hello" "the sandbox runs commands again, its files intact"
+is "$(sb_db "$A" status)" ready "and its record is ready"
+wait_until 20 test -z "$(ls -A "$SNAPWORK" 2> /dev/null)"
+is "$(ls -A "$SNAPWORK" 2> /dev/null | tr '\n' ' ')" "" "nothing of the snapshot is left on the node"
+req nginx DELETE "/sandboxes/snapshots/$S4"
+is "$STATUS" 204 "the failed snapshot is deleted"
+rm -f "$SB_STATE/faults/snapshot-frozen".*
 
 # ---- lists ------------------------------------------------------------------------
 T_SECTION=list
