@@ -17,7 +17,8 @@
 #  - errors: bad ids 400, unknown sandbox 404, bad name 400, unknown field
 #    400, another organisation's sandbox or snapshot 404 (list, snapshot,
 #    delete, fromSnapshot), a snapshot while another is in flight 409, delete
-#    while creating 409, a destroyed sandbox 400 naming its state;
+#    while creating 409, a pause while a snapshot is in flight 409, a
+#    destroyed sandbox 400 naming its state;
 #  - snapshotMode automatic with a 5-field cron: the node computes the next
 #    time from the schedule; each time it is due (the test makes it due) an
 #    automatic snapshot is taken, and past snapshot_auto_keep the oldest goes,
@@ -203,6 +204,9 @@ is "$STATUS" 409 "another snapshot while one is in flight: 409"
 [ "$STATUS" = 202 ] && SNAPS+=("$(j .data.id)")
 req nginx DELETE "/sandboxes/snapshots/$S2"
 is "$STATUS" 409 "DELETE while creating: 409"
+req nginx POST "/sandboxes/$A/pause"
+is "$STATUS" 409 "a pause while the snapshot is in flight: 409"
+is "$(sb_db "$A" status)" ready "and the sandbox stays ready"
 kill -KILL "$(cat "$pidf" 2> /dev/null)" 2> /dev/null
 wait_until 60 snap_settled "$A" "$S2"
 req nginx GET "/sandboxes/$A/snapshots?limit=100"
