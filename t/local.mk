@@ -16,7 +16,8 @@ SBX_UNIT_TESTS = \
 	t/unit/usage_test \
 	t/unit/stats_view_test \
 	t/unit/egress_test \
-	t/unit/nomad_job_test
+	t/unit/nomad_job_test \
+	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
 TESTS += $(SBX_UNIT_TESTS)

@@ -30,6 +30,9 @@ struct sandbox_rec {
 	bool volume_create;
 	char egress_mode[16];    /* deny_all | open | restricted */
 	char *egress_allow_json; /* ["entry",...], malloc'd */
+	/* fromSnapshot: the snapshot's image (sbx/snapshots/ID@DIGEST), "" none */
+	char image[128];
+	char from_snapshot[SBX_ID_LEN + 1];
 };
 
 struct placement {

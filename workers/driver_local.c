@@ -20,7 +20,9 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	if (sbx_db_query(db, &r, err,
 			 "SELECT s.id, s.template, coalesce(s.node_id, ''), s.cpu, s.memory_mb, s.disk_gb, s.env::text, "
 			 "s.status, coalesce(v.id, ''), coalesce(s.mount_path, ''), coalesce(v.size_gb, 0), "
-			 "coalesce(v.created_for = s.id, false), s.placement_id, s.egress_mode, s.egress_allow::text "
+			 "coalesce(v.created_for = s.id, false), s.placement_id, s.egress_mode, s.egress_allow::text, "
+			 "coalesce((SELECT p.image_repo || '@' || p.image_digest FROM snapshots p "
+			 "  WHERE p.id = s.from_snapshot AND p.image_digest IS NOT NULL), ''), coalesce(s.from_snapshot, '') "
 			 "FROM sandboxes s LEFT JOIN volumes v ON v.attached_sandbox_id = s.id WHERE s.id = $1",
 			 1, id) < 0)
 		return -1;
@@ -42,6 +44,8 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	out->volume_create = PQgetvalue(r, 0, 11)[0] == 't';
 	snprintf(out->egress_mode, sizeof(out->egress_mode), "%s", PQgetvalue(r, 0, 13));
 	out->egress_allow_json = strdup(PQgetvalue(r, 0, 14));
+	snprintf(out->image, sizeof(out->image), "%s", PQgetvalue(r, 0, 15));
+	snprintf(out->from_snapshot, sizeof(out->from_snapshot), "%s", PQgetvalue(r, 0, 16));
 	return out->env_json && out->egress_allow_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
 }
 
@@ -96,6 +100,9 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	json_error_t jerr;
 	const char *cid, *plc;
 
+	/* a snapshot deleted since the create checked it: never the bare template instead */
+	if (s->from_snapshot[0] && !s->image[0])
+		return sbx_err_set(err, 503, "start_failed", "snapshot %s is gone", s->from_snapshot);
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
 	allow = json_loads(s->egress_allow_json ? s->egress_allow_json : "[]", 0, &jerr);
 	if (!allow)
@@ -112,6 +119,8 @@ static int local_start(struct driver *d, const struct sandbox_rec *s, struct pla
 				    json_pack("{s:s, s:s, s:i, s:b}", "id", s->volume_id, "mount_path",
 					      s->mount_path[0] ? s->mount_path : "/workspace", "size_gb", s->volume_gb,
 					      "create", s->volume_create));
+	if (body && s->image[0])
+		json_object_set_new(body, "image", json_string(s->image));
 	/* less than the API waits, so a node that does not answer is reported, not guessed */
 	if (node_call(d, node, SBX_MSG_START, body, (int)(sbx_cfg_int(d->cfg, "rpc_timeout") - 2) * 1000, extra, &rep,
 		      err) < 0)

@@ -94,7 +94,8 @@ void idle_on_status(struct node *n, const char *id, uint32_t nprocs)
 	long long now = sbx_now_ms(), q, delay = delay_ms(n);
 	sbx_err err = SBX_ERR_INIT;
 
-	if (!s || !freezable(s) || s->idle.frozen || !s->idle.asked_at)
+	/* a snapshot in flight runs `runsc exec` and freezes it itself */
+	if (!s || !freezable(s) || s->idle.frozen || !s->idle.asked_at || node_op_find(n, id))
 		return;
 	s->idle.asked_at = 0;
 	if (nprocs) {

@@ -10,7 +10,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/runsc.c workers/runsc.h \
 	workers/oci.c workers/oci.h \
 	workers/volume.c workers/volume.h \
-	workers/pause.c \
+	workers/pause.c workers/snapshot.c \
 	workers/sandbox.c workers/sandbox.h \
 	workers/freezer.c workers/freezer.h \
 	workers/stats.c workers/stats.h
@@ -20,7 +20,7 @@ SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c workers/driver_nomad.c workers/nomad_job.c workers/nomad_job.h \
-	workers/node.c workers/node_int.h workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c \
+	workers/node.c workers/node_int.h workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c workers/node_snapshot.c \
 	workers/pool.c workers/reaper.c \
 	workers/egress_node.c workers/egress_node.h \
 	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h workers/node_stats.c
@@ -31,3 +31,14 @@ workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 noinst_PROGRAMS += workers/sbx-worker-ping
 workers_sbx_worker_ping_SOURCES = workers/sbx-worker-ping.c
 workers_sbx_worker_ping_LDADD = $(SBX_LIBS)
+
+# The registry side of a snapshot (pack, push, pull), a script run by the
+# node agent's snapshot process: copied into the build tree beside
+# sbx-worker (which looks there first, then in libexec) and installed with
+# sbx-init.
+pkglibexec_SCRIPTS = workers/sbx-snapshot
+EXTRA_DIST += workers/sbx-snapshot.sh
+CLEANFILES += workers/sbx-snapshot
+workers/sbx-snapshot: $(srcdir)/workers/sbx-snapshot.sh
+	@mkdir -p workers
+	cp $(srcdir)/workers/sbx-snapshot.sh $@ && chmod 0755 $@

@@ -109,7 +109,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	}
 	if (pid == 0) {
 		sbx_err err = SBX_ERR_INIT;
-		char line[sizeof(err.msg) + 8];
+		char line[sizeof(err.msg) + 8], extra[128] = "";
 		int r, len;
 
 		close(p[0]);
@@ -141,10 +141,12 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 				log_info("placement %s: checkpoint of %lld bytes on disk", id, bytes);
 		} else if (kind == OP_RESUME) {
 			r = sandbox_resume(&n->sc, id, &err);
+		} else if (kind == OP_SNAPSHOT) {
+			r = node_snapshot_run(n, id, reason, extra, sizeof(extra), &err);
 		} else {
 			r = sandbox_destroy(&n->sc, id, &err);
 		}
-		len = snprintf(line, sizeof(line), "%s%s%s\n", r < 0 ? "ERR " : "OK", r < 0 ? "" : "",
+		len = snprintf(line, sizeof(line), "%s%s%s\n", r < 0 ? "ERR " : "OK", r < 0 ? "" : extra,
 			       r < 0 ? err.msg : "");
 		if (write(p[1], line, (size_t)(len < (int)sizeof(line) ? len : (int)sizeof(line) - 1)) < 0)
 			_exit(2);
@@ -194,13 +196,15 @@ static void op_done(struct node *n, struct op *o)
 	msg[strcspn(msg, "\n")] = 0;
 	if (!ok && !msg[0])
 		snprintf(msg, sizeof(msg), "%s process died (status %d)",
-			 o->kind == OP_START ? "start" : o->kind == OP_DESTROY ? "destroy" : "volume", st);
+			 o->kind == OP_START ? "start" : o->kind == OP_DESTROY ? "destroy" : o->kind == OP_SNAPSHOT ? "snapshot" : "volume", st);
 	sbx_log_set_request_id(o->req_id);
 	if (o->kind == OP_START && o->pool) {
 		if (s)
 			pool_started(n, s, ok, msg);
 	} else if (o->kind == OP_PAUSE || o->kind == OP_RESUME) {
 		pause_done(n, o, ok, msg);
+	} else if (o->kind == OP_SNAPSHOT) {
+		snapshot_done(n, o, ok, msg);
 	} else if (o->kind == OP_VOLUME_CREATE || o->kind == OP_VOLUME_DELETE) {
 		const char *what = o->kind == OP_VOLUME_CREATE ? "create" : "delete";
 		if (ok)
@@ -283,6 +287,11 @@ int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_m
 	return op_spawn(n, kind, id, NULL, m, NULL, false, volume_gb);
 }
 
+int node_op_spawn_snapshot(struct node *n, const char *id, const char *snap_id)
+{
+	return op_spawn(n, OP_SNAPSHOT, id, NULL, NULL, snap_id, false, 0);
+}
+
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	node_reply(n, m->reply_to, m->correlation_id, body);
@@ -306,8 +315,8 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 		return;
 	}
-	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME)) {
-		/* let the pause or resume end, then take it down */
+	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME || o->kind == OP_SNAPSHOT)) {
+		/* let the pause, resume or snapshot end, then take it down */
 		if (s)
 			s->destroy_after_start = true;
 		if (m)
@@ -397,6 +406,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 		break;
 	case SBX_MSG_STATS:
 		node_on_stats(n, m, body);
+		break;
+	case SBX_MSG_SNAPSHOT:
+		on_snapshot(n, m, body);
 		break;
 	case SBX_MSG_PING: {
 		int count = 0;
@@ -584,6 +596,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->net.internal_ranges = sbx_cfg_str(cfg, "net_internal_ranges");
 	n->net.resolver = sbx_cfg_str(cfg, "net_resolver");
 	resolve_init_path(n);
+	node_snapshot_init(n);
 	n->sc.state_dir = sbx_cfg_str(cfg, "state_dir");
 	n->sc.runsc = sbx_cfg_str(cfg, "runsc_path");
 	n->sc.platform = sbx_cfg_str(cfg, "runsc_platform");
@@ -592,6 +605,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->sc.pids_max = (int)sbx_cfg_int(cfg, "sandbox_pids_max");
 	n->sc.fault_points = sbx_cfg_bool(cfg, "fault_points");
 	n->sc.net = &n->net;
+	n->sc.snapshot_helper = n->snap_helper;
+	n->sc.registry = n->registry;
 	n->sc.start_timeout_ms = (int)sbx_cfg_int(cfg, "start_timeout") * 1000;
 	log_info("node agent #%d started (node %s, state %s, init %s)", index, n->node_id, n->sc.state_dir,
 		 n->init_path);
@@ -670,6 +685,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			reap_orphans(n, n->next_orphans == 0);
 			reap_volumes(n);
 			settle_pauses(n, n->next_orphans == 0);
+			settle_snapshots(n, n->next_orphans == 0);
 			egress_node_sync(n->egress, n->node_id);
 			{
 				sbx_err gerr = SBX_ERR_INIT;

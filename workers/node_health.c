@@ -117,8 +117,9 @@ void check_liveness(struct node *n)
 		if (sandbox_alive(&n->sc, s->id, why, sizeof(why)) != 0) {
 			/* alive: a process inside may still have met the OOM killer */
 			record_oom(n, s);
-			/* a frozen sbx-init cannot answer; its sentry lives (idle.c) */
-			if (!s->idle.frozen)
+			/* a frozen sbx-init cannot answer; its sentry lives (idle.c);
+			 * a ready sandbox's op is a snapshot, which freezes it too */
+			if (!s->idle.frozen && !node_op_find(n, s->id))
 				check_init(n, s);
 			continue;
 		}

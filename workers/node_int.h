@@ -46,7 +46,7 @@ struct sb {
 	struct sb_idle idle; /* idle.c: frozen while idle */
 };
 
-enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME };
+enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
 
 struct op {
 	struct op *next;
@@ -60,7 +60,8 @@ struct op {
 	char buf[1024];
 	size_t len;
 	char reason[256];        /* destroy of a dead/orphan sandbox: why (logs); a copy, the
-	                          * caller's string is often on its stack */
+	                          * caller's string is often on its stack. OP_SNAPSHOT: the
+	                          * snapshot's id */
 	bool reaped;             /* its status came through the general reap */
 	int status;
 	int volume_gb;           /* OP_VOLUME_CREATE: its size */
@@ -89,6 +90,8 @@ struct node {
 	struct execlog *xlog; /* the execs rows, written off the loop (execlog.c) */
 	struct stats_series *stats; /* node_stats.c: each sandbox's recent use */
 	long long next_stats;
+	char snap_helper[512]; /* the sbx-snapshot helper (node_snapshot.c) */
+	char registry[256];    /* the registry as HOST:PORT */
 };
 
 /* node.c */
@@ -101,6 +104,8 @@ bool template_name_ok(const char *s);
 /* Runs kind (OP_PAUSE, OP_RESUME, ...) for id in a short-lived process;
  * m: the request to answer when it ends (NULL: none). */
 int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m, int volume_gb);
+/* The snapshot snap_id of placement id, in a short-lived process. */
+int node_op_spawn_snapshot(struct node *n, const char *id, const char *snap_id);
 /* node_start.c: start (cold or warm), volume create/delete, egress switch,
  * and what admits them against the node's memory and disk */
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body);
@@ -168,6 +173,14 @@ void pause_done(struct node *n, struct op *o, bool ok, const char *msg);
 /* at_start: every such record of this node; else those older than a pause
  * or resume can take. */
 void settle_pauses(struct node *n, bool at_start);
+/* node_snapshot.c: snapshot requests, their ends, and failing the records
+ * an interrupted snapshot left in creating. */
+void node_snapshot_init(struct node *n);
+void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body);
+/* In the snapshot process: the work; out gets " DIGEST BYTES". */
+int node_snapshot_run(struct node *n, const char *id, const char *snap_id, char *out, size_t outsz, sbx_err *err);
+void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg);
+void settle_snapshots(struct node *n, bool at_start);
 /* Volume images no live record owns (deleted, or never recorded), and
  * leftovers of interrupted creates, go. */
 void reap_volumes(struct node *n);

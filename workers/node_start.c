@@ -159,7 +159,7 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
-	const char *id, *sid, *tmpl, *vid = NULL, *mpath = NULL;
+	const char *id, *sid, *tmpl, *vid = NULL, *mpath = NULL, *image = NULL;
 	int cpu, mem, disk, vgb = 0, vcreate = 0;
 	json_t *env, *vol = NULL, *eg = NULL;
 	json_error_t jerr;
@@ -175,9 +175,11 @@ void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 
 	jerr.text[0] = 0;
 	/* id: the placement, which names everything of it here; sid: its record */
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o, s?o}", "sandbox_id",
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:i, s:i, s:i, s:o, s?o, s?o, s?s}", "sandbox_id",
 			   &sid, "placement_id", &id, "template", &tmpl, "cpu", &cpu, "memory_mb", &mem, "disk_gb", &disk,
-			   "env", &env, "volume", &vol, "egress", &eg) < 0 ||
+			   "env", &env, "volume", &vol, "egress", &eg, "image", &image) < 0 ||
+	    /* checked in full where it is used (sandbox_image_resolve) */
+	    (image && (strncmp(image, "sbx/snapshots/", 14) || strlen(image) > 120)) ||
 	    (vol && json_unpack_ex(vol, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "id", &vid, "mount_path", &mpath,
 				   "size_gb", &vgb, "create", &vcreate) < 0) ||
 	    !sbx_id_valid(id) || !sbx_id_valid(sid) || !template_name_ok(tmpl) || cpu < 1 || cpu > 100000 || mem < 1 ||
@@ -225,7 +227,7 @@ void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	 * never to a create with a volume (a member has none mounted), and
 	 * only with deny_all, the policy a member started with (any other is
 	 * put in force by the start process, before the container runs) */
-	if (!vol && egress.mode == SBX_EGRESS_DENY_ALL && pool_take(n, m, sid, tmpl, cpu, mem, disk))
+	if (!vol && !image && egress.mode == SBX_EGRESS_DENY_ALL && pool_take(n, m, sid, tmpl, cpu, mem, disk))
 		return;
 	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0 ||
 	    (vid && vcreate && node_admit_volume(n, vgb, why, sizeof(why)) < 0)) {
@@ -266,6 +268,8 @@ void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	spec.volume_gb = vgb;
 	spec.volume_create = vcreate;
 	spec.egress = &egress;
+	/* the start process is forked below, with the body (and image) in its copy */
+	spec.image = image;
 	{
 		struct sb *s = sb_add(n, id, SB_STARTING, mem, disk);
 		if (s)

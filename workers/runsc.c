@@ -324,6 +324,17 @@ int runsc_signal(const struct sandbox_node_cfg *c, const struct sandbox_paths *p
 	return host_run_ok("runsc kill", argv, &ro, &o, err);
 }
 
+int runsc_sync(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, sbx_err *err)
+{
+	const char *argv[24];
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("sandbox");
+
+	ro.timeout_ms = 30000;
+	runsc_argv(c, p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "exec", id, "/bin/sync", NULL);
+	return host_run_ok("runsc exec sync", argv, &ro, &o, err);
+}
+
 /* ---- remove -------------------------------------------------------------- */
 
 /* Live (non-zombie) runsc processes of this sandbox, found in /proc by their

@@ -29,6 +29,9 @@ int runsc_restore(const struct sandbox_node_cfg *c, const struct sandbox_paths *
 /* runsc kill ID SIG: a signal to the container's PID 1. */
 int runsc_signal(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, const char *sig,
 		 sbx_err *err);
+/* runsc exec ID /bin/sync: what the sandbox wrote reaches its upper
+ * directory on the host (a snapshot reads it from there). */
+int runsc_sync(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, sbx_err *err);
 /* runsc delete -force when runsc knows the container, then SIGKILL for
  * any of its processes still alive; < 0 only when some survive or runsc
  * keeps its record. */

@@ -76,6 +76,20 @@ static bool path_ok(const char *s)
 	return true;
 }
 
+/* An overlay lowerdir: plain paths joined by ':'. */
+static bool lowers_ok(const char *s)
+{
+	char buf[1500], *save = NULL, *t;
+
+	if (strlen(s) >= sizeof(buf) || !*s || s[strlen(s) - 1] == ':' || strstr(s, "::"))
+		return false;
+	snprintf(buf, sizeof(buf), "%s", s);
+	for (t = strtok_r(buf, ":", &save); t; t = strtok_r(NULL, ":", &save))
+		if (!path_ok(t))
+			return false;
+	return true;
+}
+
 /* ---- paths --------------------------------------------------------------- */
 
 void sandbox_paths(const struct sandbox_node_cfg *c, const char *id, struct sandbox_paths *p)
@@ -180,6 +194,8 @@ static int write_intent(const struct sandbox_node_cfg *c, const struct sandbox_s
 		      "template_digest", digest, "cpu", s->cpu, "memory_mb", s->memory_mb, "disk_gb",
 		      s->disk_gb, "env", env, "platform", c->platform, "created", (json_int_t)time(NULL),
 		      "uplink_netns", c->net->uplink_netns ? c->net->uplink_netns : "");
+	if (j && s->image)
+		json_object_set_new(j, "image", json_string(s->image));
 	if (!j)
 		return sbx_err_set(err, 500, "sandbox", "cannot build sandbox.json");
 	sub_path(p, "sandbox.json", path, sizeof(path));
@@ -420,7 +436,7 @@ void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, co
 int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err)
 {
 	struct sandbox_paths p;
-	char lower[600], digest[80], dir[600], key_hex[SBX_CHAN_KEY_HEX + 1] = "";
+	char lower[1500], digest[80], dir[600], key_hex[SBX_CHAN_KEY_HEX + 1] = "";
 	json_t *image_env = NULL;
 	struct net_sandbox ns;
 	const char *step = "";
@@ -434,9 +450,14 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 				   s->memory_mb, s->disk_gb, s->cpu);
 	if (sandbox_has_init(c) && (stat(c->init_path, &st) < 0 || !S_ISREG(st.st_mode)))
 		return sbx_err_sys(err, "sandbox_config", "init_path %s", c->init_path);
-	if (template_resolve(c, s->template, lower, sizeof(lower), digest, sizeof(digest), &image_env, err) < 0)
+	if (s->image) {
+		/* a snapshot's layers over its template (snapshot.c) */
+		if (sandbox_image_resolve(c, s->image, lower, sizeof(lower), &image_env, err) < 0)
+			return -1;
+		snprintf(digest, sizeof(digest), "%s", strchr(s->image, '@') + 1);
+	} else if (template_resolve(c, s->template, lower, sizeof(lower), digest, sizeof(digest), &image_env, err) < 0)
 		return -1;
-	if (!path_ok(lower)) {
+	if (!lowers_ok(lower)) {
 		json_decref(image_env);
 		return sbx_err_set(err, 500, "template", "odd template path %s", lower);
 	}

@@ -34,6 +34,7 @@
 
 #include <stdbool.h>
 #include <sys/types.h>
+#include <jansson.h>
 #include "err.h"
 #include "id.h"
 #include "egress_policy.h"
@@ -56,6 +57,9 @@ struct sandbox_spec {
 	int volume_gb;
 	bool volume_create;
 	const struct sbx_egress *egress; /* put in force before the container starts; NULL: deny_all */
+	/* a snapshot's image (sbx/snapshots/ID@DIGEST) the sandbox starts
+	 * from instead of the template's (snapshot.c); NULL: the template */
+	const char *image;
 };
 
 struct sandbox_paths {
@@ -77,6 +81,8 @@ struct sandbox_node_cfg {
 	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
 	bool fault_points;        /* test hook (setting fault_points): sandbox_start may stop
 	                           * itself at armed points (doc/testing.md) */
+	const char *snapshot_helper; /* the sbx-snapshot helper (pack, push, pull) */
+	const char *registry;        /* the registry as HOST:PORT */
 };
 
 /* Runs with sbx-init as PID 1 (init_path set), or with the stand-in. */
@@ -124,6 +130,27 @@ int sandbox_pause(const struct sandbox_node_cfg *c, const char *id, long long *b
 int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
 /* 1 when the sandbox holds a complete checkpoint (it is paused), else 0. */
 int sandbox_paused(const struct sandbox_node_cfg *c, const char *id);
+/* A snapshot (snapshot.c): the sandbox's writable layer, read while its
+ * cgroup is frozen, pushed by the helper as image sbx/snapshots/SNAPSHOT
+ * (its layer on top of the image the sandbox started from). digest: the
+ * manifest's; bytes: the new layer's compressed size. The sandbox runs on
+ * either way; the intermediate files are gone when it returns. */
+struct sandbox_snapshot_req {
+	const char *snapshot_id;
+	const char *registry; /* HOST:PORT, loopback */
+	const char *helper;   /* the sbx-snapshot helper's path */
+};
+int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const struct sandbox_snapshot_req *rq,
+		     char *digest, size_t dsz, long long *bytes, sbx_err *err);
+/* The image a sandbox started from, REPO@DIGEST (its sandbox.json). */
+int sandbox_image_of(const struct sandbox_node_cfg *c, const char *id, char *image, size_t isz, sbx_err *err);
+/* The overlay lower directories (":"-joined, top first) of a snapshot's
+ * image, pulled from the registry when this node lacks them, and the
+ * image's env. */
+int sandbox_image_resolve(const struct sandbox_node_cfg *c, const char *image, char *lower, size_t lsz,
+			  json_t **env, sbx_err *err);
+/* Where a snapshot's intermediate files live (snap_id NULL: the parent of all). */
+void sandbox_snapshot_workdir(const struct sandbox_node_cfg *c, const char *snap_id, char *out, size_t outsz);
 /* Ids with anything left on this node (dir, mounts, loop devices, runsc
  * containers), found by independent listing, for the reaper. Scoped to
  * state_dir: it never returns another node instance's sandbox (so it does

@@ -127,6 +127,10 @@ void h_sandbox_get(struct api_req *r);
 void h_sandbox_wait(struct api_req *r);
 void h_sandbox_delete(struct api_req *r);
 void h_sandbox_pause(struct api_req *r);
+/* h_snapshots.c */
+void h_sandbox_snapshots(struct api_req *r); /* GET, POST /sandboxes/{id}/snapshots */
+void h_snapshots_list(struct api_req *r);    /* GET /sandboxes/snapshots */
+void h_snapshot_delete(struct api_req *r);   /* DELETE /sandboxes/snapshots/{id} */
 void h_sandbox_resume(struct api_req *r);
 void h_sandbox_timeout(struct api_req *r);
 /* h_egress.c */

@@ -43,6 +43,11 @@ static const struct sbx_jfield volume_spec[] = {
 };
 BODY(api_volume_body, volume_spec, NULL);
 
+static const struct sbx_jfield snapshot_spec[] = {
+	{ "name", SBX_J_STRING, true, 1, 40 },
+};
+BODY(api_snapshot_body, snapshot_spec, NULL);
+
 static const struct sbx_jfield timeout_spec[] = {
 	{ "timeout", SBX_J_INT, true, 60, 86400 },
 };

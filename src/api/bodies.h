@@ -21,6 +21,7 @@ extern const struct api_body api_exec_pty;      /* ... its "pty" */
 extern const struct api_body api_code_body;     /* POST /sandboxes/{id}/code */
 extern const struct api_body api_volume_body;   /* POST /volumes */
 extern const struct api_body api_timeout_body;  /* POST /sandboxes/{id}/timeout */
+extern const struct api_body api_snapshot_body; /* POST /sandboxes/{id}/snapshots */
 
 /* sbx_json_check of obj against b (400s naming the field). */
 int api_body_check(const json_t *obj, const struct api_body *b, sbx_err *err);

@@ -77,8 +77,11 @@ static void pause_or_resume(struct api_req *r, bool pause)
 				   : sbx_sandbox_resume_undo(&r->ctx->db, r->m.id, &e2)) < 0)
 				log_warnx("sandbox %s: undoing %s: %s", r->m.id, pause ? "pausing" : "resuming", e2.msg);
 			log_warnx("sandbox %s: %s refused by its node: %s", r->m.id, pause ? "pause" : "resume", why);
-			sbx_err_set(&err, 503, pause ? "pause_failed" : "resume_failed", "The sandbox could not be %s: %s",
-				    verb, why);
+			if (rep.json && rep.code && !strcmp(rep.code, "busy")) /* a snapshot in flight */
+				sbx_err_set(&err, 409, "conflict", "Another change to this sandbox is in flight");
+			else
+				sbx_err_set(&err, 503, pause ? "pause_failed" : "resume_failed",
+					    "The sandbox could not be %s: %s", verb, why);
 			api_send_error(r, &err);
 			return;
 		}

@@ -8,6 +8,7 @@
 #include "api.h"
 #include "bodies.h"
 #include "cleanup.h"
+#include "cron.h"
 #include "clock.h"
 #include "json.h"
 #include "log.h"
@@ -230,6 +231,8 @@ struct create_req {
 	json_t *env, *metadata;
 	const char *egress_mode;
 	json_t *egress_allow; /* borrowed from the body; NULL: [] */
+	const char *from_snapshot; /* a snapshot id of the caller's, or NULL */
+	const char *snapshot_frequency; /* automatic: the validated cron, else NULL */
 };
 
 static bool printable(const char *s)
@@ -417,19 +420,38 @@ static int validate_create(struct api_req *r, json_t *body, struct create_req *c
 	if (!strcmp(c->snapshot_mode, "manual") && sbx_json_str(body, "snapshotFrequency", NULL))
 		return sbx_err_set(err, 400, "invalid_field", "snapshotFrequency needs snapshotMode: automatic");
 
-	/* persistence arrives with the volumes and snapshots work */
-	if (!strcmp(c->snapshot_mode, "automatic"))
-		return sbx_err_set(err, 400, "not_supported", "snapshotMode automatic is not supported yet");
+	if (!strcmp(c->snapshot_mode, "automatic")) {
+		sbx_cron cron;
+		c->snapshot_frequency = sbx_json_str(body, "snapshotFrequency", NULL);
+		if (!c->snapshot_frequency)
+			return sbx_err_set(err, 400, "invalid_field", "snapshotMode automatic needs snapshotFrequency");
+		if (sbx_cron_parse(c->snapshot_frequency, &cron, err) < 0)
+			return -1;
+	}
 	if (validate_persistence(cfg, body, c, err) < 0)
 		return -1;
-	{
-		static const char *later[] = { "fromSnapshot" };
-		for (size_t i = 0; i < SBX_ARRAY_LEN(later); i++) {
-			json_t *x = json_object_get(body, later[i]);
-			if (x && !json_is_null(x) && !json_is_false(x))
-				return sbx_err_set(err, 400, "not_supported", "%s is not supported yet", later[i]);
-		}
-	}
+	c->from_snapshot = sbx_json_str(body, "fromSnapshot", NULL);
+	if (c->from_snapshot && !sbx_id_valid(c->from_snapshot))
+		return sbx_err_set(err, 400, "invalid_field", "fromSnapshot must be a snapshot id (24 lowercase hex characters)");
+	return 0;
+}
+
+/* fromSnapshot: the caller's ready snapshot; its template replaces the
+ * body's (the sandbox's filesystem is the snapshot's, over that template). */
+static int snapshot_template(struct api_req *r, const char *snap, char *tmpl, size_t tsz, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	if (sbx_db_query(&r->ctx->db, &res, err,
+			 "SELECT status, source_template FROM snapshots WHERE id = $1 AND org_id = $2", 2, snap,
+			 r->org.org_id) < 0)
+		return -1;
+	if (PQntuples(res) != 1)
+		return sbx_err_set(err, 404, "not_found", "Snapshot not found");
+	if (strcmp(PQgetvalue(res, 0, 0), "ready"))
+		return sbx_err_set(err, 400, "bad_state", "Snapshot is %s; only a ready snapshot can be restored",
+				   PQgetvalue(res, 0, 0));
+	snprintf(tmpl, tsz, "%s", PQgetvalue(res, 0, 1));
 	return 0;
 }
 
@@ -525,12 +547,13 @@ void h_sandboxes_create(struct api_req *r)
 	cleanup_free char *env_s = NULL, *meta_s = NULL, *allow_s = NULL;
 	struct create_req c = { 0 };
 	sbx_err err = SBX_ERR_INIT;
-	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16], tmpl[80];
+	char id[SBX_ID_LEN + 1], name[80], cpu[16], mem[16], disk[16], idle[16], life[16], tmpl[80], stmpl[80];
 	json_t *s;
 
 	/* an alias becomes the template it names: the record and the answer say which */
 	if (api_json_body(r, &body, &err) < 0 || validate_create(r, body, &c, &err) < 0 ||
-	    api_template_lookup(r, c.template, tmpl, sizeof(tmpl), &err) < 0) {
+	    (c.from_snapshot && snapshot_template(r, c.from_snapshot, stmpl, sizeof(stmpl), &err) < 0) ||
+	    api_template_lookup(r, c.from_snapshot ? stmpl : c.template, tmpl, sizeof(tmpl), &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -572,13 +595,15 @@ void h_sandboxes_create(struct api_req *r)
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
 			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
 			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id, "
-			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound) "
+			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound, from_snapshot, "
+			 "snapshot_frequency) "
 			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
 			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18, "
-			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all')",
-			 20, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all', $21, $22)",
+			 22, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
-			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s) < 0 ||
+			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s,
+			 c.from_snapshot, c.snapshot_frequency) < 0 ||
 	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit(&r->ctx->db, &err) < 0)
 		goto fail;
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);

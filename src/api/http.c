@@ -351,6 +351,9 @@ static const struct {
 	[SBX_R_USAGE] = { .get = h_usage },
 	[SBX_R_VOLUMES] = { .get = h_volumes_list, .post = h_volumes_create },
 	[SBX_R_VOLUME] = { .get = h_volume_get, .del = h_volume_delete },
+	[SBX_R_SANDBOX_SNAPSHOTS] = { .get = h_sandbox_snapshots, .post = h_sandbox_snapshots },
+	[SBX_R_SNAPSHOTS] = { .get = h_snapshots_list },
+	[SBX_R_SNAPSHOT] = { .del = h_snapshot_delete },
 };
 
 static long long mono_us(void)

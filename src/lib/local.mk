@@ -10,6 +10,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/auth.c src/lib/auth.h \
 	src/lib/json.c src/lib/json.h \
 	src/lib/page.c src/lib/page.h \
+	src/lib/cron.c src/lib/cron.h \
 	src/lib/db.c src/lib/db.h \
 	src/lib/sandbox_state.c src/lib/sandbox_state.h \
 	src/lib/mq.c src/lib/mq.h \

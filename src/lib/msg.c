@@ -27,6 +27,7 @@ static const struct {
 	[SBX_MSG_RESUME] = { "resume", N },
 	[SBX_MSG_EGRESS] = { "egress", N },
 	[SBX_MSG_STATS] = { "stats", N }, /* answered at once from the node's samples */
+	[SBX_MSG_SNAPSHOT] = { "snapshot", N },
 	[SBX_MSG_PONG] = { "pong", RE },
 	[SBX_MSG_PROVISIONED] = { "provisioned", RE },
 	[SBX_MSG_DESTROYED] = { "destroyed", RE },

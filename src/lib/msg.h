@@ -22,6 +22,7 @@ enum sbx_msg_kind {
 	SBX_MSG_RESUME,
 	SBX_MSG_EGRESS, /* API -> node agent: a running sandbox's new egress policy */
 	SBX_MSG_STATS,  /* API -> node agent: a sandbox's resource use */
+	SBX_MSG_SNAPSHOT, /* API -> the sandbox's node: take a snapshot (answered when taken on) */
 	/* control: a provisioner's replies ({ok, error?, code?, ...}) */
 	SBX_MSG_PONG,
 	SBX_MSG_PROVISIONED,

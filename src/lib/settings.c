@@ -32,8 +32,13 @@ const struct sbx_setting sbx_settings[] = {
 	{ "node_id", SBX_ST_STR, "", 0, 0, 0, WRK,
 	  "this machine's node id (routing key of its node agent); empty: the host name" },
 	{ "state_dir", SBX_ST_STR, "/var/lib/sbx", 0, 0, 0, WRK, "private state directory" },
-	{ "registry_url", SBX_ST_STR, "http://127.0.0.1:5000", 0, 0, 0, WRK,
-	  "the OCI registry holding template images and snapshots" },
+	{ "registry_url", SBX_ST_STR, "http://127.0.0.1:5000", 0, 0, 0, API | WRK,
+	  "the OCI registry holding template images and snapshots (the API deletes snapshots' images there)" },
+	{ "snapshot_auto_keep", SBX_ST_INT, "5", 1, 100, R, WRK,
+	  "automatic snapshots kept per sandbox: after a new one is ready, the oldest beyond this go "
+	  "(record and image)" },
+	{ "snapshot_helper", SBX_ST_STR, "", 0, 0, 0, WRK,
+	  "path of the sbx-snapshot helper (packs and pushes snapshots); empty: beside sbx-worker, then libexec" },
 	{ "rpc_timeout", SBX_ST_SECS, "60", 5, 600, R, API | WRK,
 	  "seconds the API waits for a worker's reply (a create waits this long at most); "
 	  "the provisioner gives the node a little less, so the API hears why" },

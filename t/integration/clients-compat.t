@@ -63,9 +63,9 @@ for M in $MODES; do
 	req $M POST /sandboxes '{"environmentId":"XYZ"}'
 	is "$STATUS" 400 "environmentId that is not an id: 400"
 	error_shape 'environmentId' "malformed environmentId"
-	req $M POST /sandboxes '{"snapshotMode":"automatic","snapshotFrequency":"*/5 * * * *"}'
-	is "$STATUS" 400 "snapshotMode automatic: 400 until snapshots exist"
-	error_shape '[Nn]ot supported' "automatic"
+	req $M POST /sandboxes '{"snapshotMode":"automatic","snapshotFrequency":"*/5 * * * * *"}'
+	is "$STATUS" 400 "snapshotMode automatic with a 6-field snapshotFrequency: 400"
+	error_shape 'snapshotFrequency' "automatic with a bad cron"
 	req $M POST /sandboxes '{"snapshotMode":"manual","snapshotFrequency":"*/5 * * * *"}'
 	is "$STATUS" 400 "snapshotFrequency with manual: 400"
 	error_shape 'snapshotFrequency' "snapshotFrequency"
