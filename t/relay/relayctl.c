@@ -334,8 +334,11 @@ int main(int argc, char **argv)
 					send_credit(m.len);
 				} else if (!strcmp(m.type, "exit")) {
 					json_t *j = json_loadb(m.body, m.len, 0, NULL);
+					int code = j ? (int)json_integer_value(json_object_get(j, "exit_code")) : 255;
 					final_event(&m);
-					return j ? (int)json_integer_value(json_object_get(j, "exit_code")) : 255;
+					json_decref(j);
+					sbx_mq_msg_free(&m);
+					return code;
 				}
 				sbx_mq_msg_free(&m);
 			}
@@ -353,6 +356,7 @@ int main(int argc, char **argv)
 				}
 				if (!strcmp(m.type, "done") || !strcmp(m.type, "exit")) {
 					final_event(&m);
+					sbx_mq_msg_free(&m);
 					return 0;
 				}
 				sbx_mq_msg_free(&m);
@@ -413,6 +417,7 @@ int main(int argc, char **argv)
 			next_event(&m);
 			if (!strcmp(m.type, "done")) {
 				final_event(&m);
+				sbx_mq_msg_free(&m);
 				return 0;
 			}
 			sbx_mq_msg_free(&m);
@@ -444,6 +449,7 @@ int main(int argc, char **argv)
 				send_credit(m.len);
 			} else if (!strcmp(m.type, "done")) {
 				final_event(&m);
+				sbx_mq_msg_free(&m);
 				return 0;
 			}
 			sbx_mq_msg_free(&m);
