@@ -78,6 +78,14 @@ const struct sbx_setting sbx_settings[] = {
 	  "beyond); 0: no floor" },
 	{ "api_body_grace", SBX_ST_SECS, "10", 1, 3600, R, API,
 	  "seconds of waiting for a request body before api_body_min_rate applies" },
+	/* requests per second per API key (doc/operations.md "Rate limits per API key") */
+	{ "api_key_rate_per_s", SBX_ST_INT, "0", 0, 1000000, R, API,
+	  "requests per second one API key may make, over all children of an sbx-api (429 "
+	  "key_rate_limit with Retry-After beyond); 0: no limit (sbx-admin org limits --key-rate "
+	  "overrides it per organisation)" },
+	{ "api_key_burst", SBX_ST_INT, "0", 0, 1000000, R, API,
+	  "requests a key may make at once after being idle (the token bucket's size); below "
+	  "the key's rate (0 included) it is that rate (sbx-admin org limits --key-burst overrides it)" },
 	{ "worker_pidfile", SBX_ST_STR, "/run/sbx/sbx-worker.pid", 0, 0, 0, WRK,
 	  "sbx-worker pidfile" },
 	{ "worker_provisioners", SBX_ST_INT, "1", 0, 64, R, WRK, "provisioner processes" },
