@@ -6,3 +6,8 @@
 -- orgs_auth_notify of 013 empties the caches when these change).
 ALTER TABLE orgs ADD COLUMN key_rate_per_s integer CHECK (key_rate_per_s >= 0);
 ALTER TABLE orgs ADD COLUMN key_burst integer CHECK (key_burst >= 0);
+
+-- Execs (exec, code) one sandbox may run at once: the organisation's own
+-- number; NULL: sbx-api's setting sandbox_max_execs. Counted with advisory
+-- locks like the organisation's streams (src/api/limits.c).
+ALTER TABLE orgs ADD COLUMN max_sandbox_execs integer CHECK (max_sandbox_execs BETWEEN 1 AND 10000);

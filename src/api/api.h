@@ -32,14 +32,18 @@ struct api_org {
 	long long max_streams;
 	long long key_rate; /* requests per second per key; -1: the setting, 0: none */
 	long long key_burst; /* -1: the setting */
+	long long max_sandbox_execs; /* 0: the setting */
 };
 
 /* The per-organisation slots a request holds (limits.c); -1: none. */
 struct api_slots {
 	int request;
 	int stream;
+	int exec; /* the sandbox's exec slot */
 	unsigned key1;  /* the organisation's part of the lock keys */
 	unsigned key2;
+	unsigned xkey1; /* the sandbox's (exec slots) */
+	unsigned xkey2;
 	bool deferred;  /* taken with the handler's first read (api_limits_read) */
 };
 
