@@ -198,6 +198,9 @@ const struct sbx_setting sbx_settings[] = {
 	  "price of one CPU core (1000 MHz of specs.cpu) for an hour, in thousandths of a cent" },
 	{ "price_memory_gb_hour_millicents", SBX_ST_INT, "1620", 0, 100000000, R, API | ADM,
 	  "price of one GiB of sandbox memory for an hour, in thousandths of a cent" },
+	{ "price_volume_gb_hour_millicents", SBX_ST_INT, "14", 0, 100000000, R, API | ADM,
+	  "price of one GB of volume (its size, used or not) for an hour, in thousandths of a cent "
+	  "(14: about $0.10 a GB-month)" },
 
 	/* the single region of an embedded install: every sandbox it runs is in it */
 	{ "region_id", SBX_ST_STR, "000000000000000000000001", 0, 0, R, API,
