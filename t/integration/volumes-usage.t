@@ -43,7 +43,13 @@ new_vol() {
 		VOL_AUTHS+=("$REQ_AUTH")
 	fi
 }
-num() { printf '%s' "$1" | sed 's/0*$//; s/\.$//'; }
+# num X: a decimal without trailing zeros (240.000000 -> 240, 3.3600 -> 3.36)
+num() {
+	case $1 in
+	*.*) printf '%s' "$1" | sed 's/0*$//; s/\.$//' ;;
+	*) printf '%s' "$1" ;;
+	esac
+}
 
 # ---- plan limits ------------------------------------------------------------------
 fresh_org it-vol-plan
@@ -71,7 +77,7 @@ BILL_ORG=$ORG
 new_vol it-vu-bill "$VMIN"
 is "$STATUS" 201 "a volume of $VMIN GB"
 V1=$VID
-psql_q "UPDATE volumes SET created_at = now() - interval '48 hours' WHERE id = '$V1'" > /dev/null
+psql_q "UPDATE volumes SET created_at = date_trunc('second', now()) - interval '48 hours' WHERE id = '$V1'" > /dev/null
 from=$(psql_q "SELECT sbx_time(created_at) FROM volumes WHERE id = '$V1'")
 to=$(psql_q "SELECT sbx_time(created_at + interval '24 hours') FROM volumes WHERE id = '$V1'")
 req nginx GET "/usage?from=$from&to=$to"
@@ -81,7 +87,7 @@ is "$(j .data.prices_millicents_per_hour.volume_gb)" "$PRICE" "... the price per
 cost=$(awk -v g=$((VMIN * 24)) -v p="$PRICE" 'BEGIN {printf "%.4f", g * p / 1000}')
 is "$(num "$(j .data.cost_cents)")" "$(num "$cost")" "... and costs $cost ¢"
 adm=$(admin usage "$BILL_ORG" --from "$from" --to "$to" 2> "$T/aerr")
-is "$(jq -r '"\(.volumes.count) \(.volumes.gb_hours)"' <<< "$adm" 2> /dev/null | sed 's/0*$//; s/\.$//')" \
+is "$(jq -r .volumes.count <<< "$adm" 2> /dev/null) $(num "$(jq -r .volumes.gb_hours <<< "$adm" 2> /dev/null)")" \
 	"1 $((VMIN * 24))" "sbx-admin usage says the same"
 
 c=$(psql_q "SELECT extract(epoch FROM created_at) FROM volumes WHERE id = '$V1'")
