@@ -48,7 +48,7 @@ done
 T_SECTION=""
 
 req nginx POST "/sandboxes/$Y/exec" "$(rt_json "echo in-y" 30 false)"
-is "$STATUS $(j .stdout)" "200 in-y" "an exec in A's other sandbox Y runs meanwhile"
+is "$STATUS $(j .data.stdout)" "200 in-y" "an exec in A's other sandbox Y runs meanwhile"
 REQ_AUTH="Authorization: Bearer $SBX_KEY" req nginx POST "/sandboxes/$X/exec" "$(rt_json "echo other" 30 false)"
 is "$STATUS" 404 "another organisation naming X: 404, as for any id it does not own"
 
@@ -60,7 +60,7 @@ wait_until 30 both_ended
 ok $? "the two held execs ended"
 ran_again() {
 	req nginx POST "/sandboxes/$X/exec" "$(rt_json "echo again" 30 false)"
-	[ "$STATUS $(j .stdout)" = "200 again" ]
+	[ "$STATUS $(j .data.stdout)" = "200 again" ]
 }
 wait_until 10 ran_again
 ok $? "then an exec in X runs again (200)"

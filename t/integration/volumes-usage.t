@@ -19,8 +19,6 @@ rt_begin
 T=$T_TMP
 VMIN=$(conf_get volume_min_gb)
 : "${VMIN:=10}"
-VMAX=$(conf_get volume_max_gb)
-: "${VMAX:=50}"
 PRICE=$(conf_get price_volume_gb_hour_millicents)
 : "${PRICE:=14}"
 
@@ -69,6 +67,10 @@ admin org limits "$ORG" --max-volume-gb $((2 * VMIN))
 new_vol it-vu-b "$VMIN"
 is "$STATUS" 201 "within the raised limit: 201"
 V2=$VID
+# give the node's disk budget back for what follows
+req nginx DELETE "/volumes/$V1"
+req nginx DELETE "/volumes/$V2"
+is "$STATUS" 204 "the plan's volumes are deleted"
 
 # ---- GB-hours ----------------------------------------------------------------------
 # an organisation of its own: its only volume is V1
@@ -107,8 +109,8 @@ is "$(j .data.volumes.count)" 1 "... as one volume"
 
 # ---- the spending limit --------------------------------------------------------------
 fresh_org it-vol-spend
-new_vol it-vu-spend "$VMAX"
-is "$STATUS" 201 "a volume of $VMAX GB"
+new_vol it-vu-spend "$VMIN"
+is "$STATUS" 201 "a volume of $VMIN GB"
 V3=$VID
 psql_q "UPDATE volumes SET created_at = now() - interval '40 days' WHERE id = '$V3'" > /dev/null
 req nginx GET /usage
