@@ -30,14 +30,20 @@ struct api_org {
 	long long max_memory_mb;
 	long long max_requests; /* concurrency overrides; 0: the setting */
 	long long max_streams;
+	long long key_rate; /* requests per second per key; -1: the setting, 0: none */
+	long long key_burst; /* -1: the setting */
+	long long max_sandbox_execs; /* 0: the setting */
 };
 
 /* The per-organisation slots a request holds (limits.c); -1: none. */
 struct api_slots {
 	int request;
 	int stream;
+	int exec; /* the sandbox's exec slot */
 	unsigned key1;  /* the organisation's part of the lock keys */
 	unsigned key2;
+	unsigned xkey1; /* the sandbox's (exec slots) */
+	unsigned xkey2;
 	bool deferred;  /* taken with the handler's first read (api_limits_read) */
 };
 
@@ -93,6 +99,11 @@ void api_turn_leave(void);
 /* Takes a request slot (and a stream slot for a long-running route) of the
  * caller's organisation; 429 when it has as many in flight as it may. */
 int api_limits_acquire(struct api_req *r, sbx_err *err);
+/* Requests per second per API key (ratelimit.c): the shared buckets are
+ * made in the master before the children fork; a request over its key's
+ * rate gets 429 key_rate_limit with Retry-After. */
+int api_rate_init(sbx_err *err);
+int api_rate_check(struct api_req *r, sbx_err *err);
 /* The handler's first statement, when it is a read: on routes where
  * api_limits_acquire deferred the request slot, the slot is taken in the
  * same round trip, just before it (429 instead of the answer when there is

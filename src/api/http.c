@@ -281,7 +281,8 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT k.id, k.org_id, k.hash, k.is_admin, o.max_sandboxes, o.max_memory_mb, "
 			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute', "
-			 "coalesce(o.max_concurrent_requests, 0), coalesce(o.max_concurrent_streams, 0) "
+			 "coalesce(o.max_concurrent_requests, 0), coalesce(o.max_concurrent_streams, 0), "
+			 "coalesce(o.key_rate_per_s, -1), coalesce(o.key_burst, -1), coalesce(o.max_sandbox_execs, 0) "
 			 "FROM api_keys k JOIN orgs o ON o.id = k.org_id "
 			 "WHERE k.hash = $1::bytea AND k.revoked_at IS NULL",
 			 1, hash_hex) < 0)
@@ -304,6 +305,9 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	r->org.max_memory_mb = atoll(PQgetvalue(res, 0, 5));
 	r->org.max_requests = atoll(PQgetvalue(res, 0, 7));
 	r->org.max_streams = atoll(PQgetvalue(res, 0, 8));
+	r->org.key_rate = atoll(PQgetvalue(res, 0, 9));
+	r->org.key_burst = atoll(PQgetvalue(res, 0, 10));
+	r->org.max_sandbox_execs = atoll(PQgetvalue(res, 0, 11));
 	api_auth_cache_put(r->ctx, hash, &r->org);
 	if (PQgetvalue(res, 0, 6)[0] == 't') {
 		sbx_err ignore = SBX_ERR_INIT;
@@ -405,7 +409,8 @@ void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx)
 	case SBX_M_DELETE: h = handlers[r.m.route].del; break;
 	}
 	if (!handlers[r.m.route].public &&
-	    (api_authenticate(&r, &err) < 0 || api_limits_acquire(&r, &err) < 0)) {
+	    (api_authenticate(&r, &err) < 0 || api_rate_check(&r, &err) < 0 ||
+	     api_limits_acquire(&r, &err) < 0)) {
 		api_send_error(&r, &err);
 		goto done;
 	}

@@ -21,6 +21,14 @@
  * Ids are random, so two organisations share slots only when 48 random
  * bits agree; even then each keeps its limit, they just share it.
  *
+ * Execs per sandbox (sandbox_max_execs, or the organisation's own) are
+ * slots of the same kind, keyed by the sandbox id XOR the organisation id
+ * (so a key of another organisation naming the sandbox takes other locks
+ * and learns nothing from a 429) with the kind bit set like a stream's:
+ *   key1 = (sandbox ^ org)'s first 32 bits
+ *   key2 = its next 16 bits << 16 | 1 << 15 | slot
+ * Only exec and code count: they are what holds a sandbox's command open.
+ *
  * The body guard: nginx cuts a client that sends nothing for
  * client_body_timeout, but a client that trickles (a byte every few
  * seconds) never trips it and keeps its child for as long as its
@@ -87,6 +95,20 @@ static void int4_param(char *out, size_t n, unsigned v)
 	snprintf(out, n, "%d", (int)(int32_t)v);
 }
 
+static long long exec_limit(const struct api_req *r)
+{
+	if (r->m.route != SBX_R_EXEC && r->m.route != SBX_R_CODE)
+		return 0;
+	if (r->org.max_sandbox_execs > 0)
+		return r->org.max_sandbox_execs;
+	return sbx_cfg_int(r->ctx->cfg, "sandbox_max_execs");
+}
+
+static unsigned hex_xor_bits(const char *a, const char *b, int n)
+{
+	return hex_bits(a, n) ^ hex_bits(b, n);
+}
+
 static long long limit_of(const struct api_req *r, bool stream)
 {
 	long long own = stream ? r->org.max_streams : r->org.max_requests;
@@ -106,13 +128,13 @@ static long long limit_of(const struct api_req *r, bool stream)
 struct acquire_q {
 	const char *sql;
 	int n;
-	char v[7][24];
-	const char *p[7];
+	char v[11][24];
+	const char *p[11];
 };
 
 static void acquire_build(struct api_req *r, bool is_long, struct acquire_q *q)
 {
-	long long nreq = limit_of(r, false), nstr = limit_of(r, true);
+	long long nreq = limit_of(r, false), nstr = limit_of(r, true), nexec = exec_limit(r);
 
 	r->slots.key1 = hex_bits(r->org.org_id, 8);
 	r->slots.key2 = hex_bits(r->org.org_id + 8, 4) << 16;
@@ -129,6 +151,19 @@ static void acquire_build(struct api_req *r, bool is_long, struct acquire_q *q)
 		q->sql = "SELECT " TRY_SLOT("$2", "$3", "$4") ", " TRY_SLOT("$5", "$6", "$7");
 		q->n = 7;
 	}
+	if (is_long && nexec > 0 && sbx_id_valid(r->m.id)) {
+		r->slots.xkey1 = hex_xor_bits(r->m.id, r->org.org_id, 8);
+		r->slots.xkey2 = hex_xor_bits(r->m.id + 8, r->org.org_id + 8, 4) << 16 | KIND_STREAM << 15;
+		snprintf(q->v[7], sizeof(q->v[7]), "%lld", nexec);
+		snprintf(q->v[8], sizeof(q->v[8]), "%u", randombytes_uniform((uint32_t)nexec));
+		int4_param(q->v[9], sizeof(q->v[9]), r->slots.xkey2);
+		int4_param(q->v[10], sizeof(q->v[10]), r->slots.xkey1);
+		/* its own key1 ($11): TRY_SLOT locks on $1, so this one is spelled out */
+		q->sql = "SELECT " TRY_SLOT("$2", "$3", "$4") ", " TRY_SLOT("$5", "$6", "$7") ", "
+			 "(SELECT s FROM (SELECT (g + $9::int) % $8::int AS s FROM generate_series(0, $8::int - 1) g) x "
+			 "WHERE pg_try_advisory_lock($11::int, $10::int + s) LIMIT 1)";
+		q->n = 11;
+	}
 	for (int i = 0; i < q->n; i++)
 		q->p[i] = q->v[i];
 }
@@ -140,6 +175,8 @@ static int acquire_result(struct api_req *r, PGresult *res, bool is_long, sbx_er
 		r->slots.request = atoi(PQgetvalue(res, 0, 0));
 	if (is_long && !PQgetisnull(res, 0, 1))
 		r->slots.stream = atoi(PQgetvalue(res, 0, 1));
+	if (PQnfields(res) > 2 && !PQgetisnull(res, 0, 2))
+		r->slots.exec = atoi(PQgetvalue(res, 0, 2));
 	if (r->slots.request < 0) {
 		api_limits_release(r);
 		r->retry_after = RETRY_REQUEST_S;
@@ -155,6 +192,14 @@ static int acquire_result(struct api_req *r, PGresult *res, bool is_long, sbx_er
 				   "Too many concurrent long-running requests (exec, code, output follow, file "
 				   "transfers, stdin, wait) for this organisation (at most %lld at a time); retry later",
 				   limit_of(r, true));
+	}
+	if (PQnfields(res) > 2 && r->slots.exec < 0) {
+		api_limits_release(r);
+		r->retry_after = RETRY_STREAM_S;
+		return sbx_err_set(err, 429, "sandbox_exec_limit",
+				   "Too many concurrent execs (exec, code) in this sandbox (at most %lld at a time); "
+				   "retry later",
+				   exec_limit(r));
 	}
 	return 0;
 }
@@ -172,7 +217,7 @@ int api_limits_acquire(struct api_req *r, sbx_err *err)
 	bool is_long = api_route_is_long(r);
 	struct acquire_q q;
 
-	r->slots.request = r->slots.stream = -1;
+	r->slots.request = r->slots.stream = r->slots.exec = -1;
 	r->slots.deferred = false;
 	if (!sbx_id_valid(r->org.org_id))
 		return 0; /* public routes: nobody to count against */
@@ -219,14 +264,16 @@ void api_limits_release(struct api_req *r)
 {
 	sbx_db *db = &r->ctx->db;
 	sbx_err err = SBX_ERR_INIT;
-	char k1[16], a[16], b[16];
-	int rc;
+	char k1[16], a[16], b[16], x1[16], x2[16];
+	const char *p[5];
+	char sql[192];
+	int n = 1, rc;
 
-	if (r->slots.request < 0 && r->slots.stream < 0)
+	if (r->slots.request < 0 && r->slots.stream < 0 && r->slots.exec < 0)
 		return;
 	if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
 		/* the locks went with the connection */
-		r->slots.request = r->slots.stream = -1;
+		r->slots.request = r->slots.stream = r->slots.exec = -1;
 		return;
 	}
 	/* an unlock inside a failed transaction would fail and keep the slot */
@@ -234,13 +281,26 @@ void api_limits_release(struct api_req *r)
 	int4_param(k1, sizeof(k1), r->slots.key1);
 	int4_param(a, sizeof(a), r->slots.key2 | KIND_REQUEST << 15 | (unsigned)(r->slots.request & 0x7fff));
 	int4_param(b, sizeof(b), r->slots.key2 | KIND_STREAM << 15 | (unsigned)(r->slots.stream & 0x7fff));
-	if (r->slots.request >= 0 && r->slots.stream >= 0)
-		rc = sbx_db_query(db, NULL, &err,
-				  "SELECT pg_advisory_unlock($1::int, $2::int), pg_advisory_unlock($1::int, $3::int)", 3,
-				  k1, a, b);
-	else
-		rc = sbx_db_query(db, NULL, &err, "SELECT pg_advisory_unlock($1::int, $2::int)", 2, k1,
-				  r->slots.request >= 0 ? a : b);
+	int4_param(x1, sizeof(x1), r->slots.xkey1);
+	int4_param(x2, sizeof(x2), r->slots.xkey2 | (unsigned)(r->slots.exec & 0x7fff));
+	p[0] = k1;
+	snprintf(sql, sizeof(sql), "SELECT $1::int IS NULL"); /* $1 always has a type */
+	if (r->slots.request >= 0) {
+		p[n++] = a;
+		strcat(sql, ", pg_advisory_unlock($1::int, $2::int)");
+	}
+	if (r->slots.stream >= 0) {
+		p[n++] = b;
+		strcat(sql, n == 2 ? ", pg_advisory_unlock($1::int, $2::int)" : ", pg_advisory_unlock($1::int, $3::int)");
+	}
+	if (r->slots.exec >= 0) {
+		p[n++] = x1;
+		p[n++] = x2;
+		strcat(sql, n == 3 ? ", pg_advisory_unlock($2::int, $3::int)"
+			    : n == 4 ? ", pg_advisory_unlock($3::int, $4::int)"
+				     : ", pg_advisory_unlock($4::int, $5::int)");
+	}
+	rc = sbx_db_exec(db, NULL, &err, sql, n, p);
 	if (rc < 0 && db->conn) {
 		/* a slot must never stay taken by an idle child: closing the
 		 * session releases every lock it holds (the next request
@@ -249,7 +309,7 @@ void api_limits_release(struct api_req *r)
 			  err.msg);
 		sbx_db_drop(db);
 	}
-	r->slots.request = r->slots.stream = -1;
+	r->slots.request = r->slots.stream = r->slots.exec = -1;
 }
 
 /* ---- the body guard ---- */

@@ -197,6 +197,8 @@ int main(int argc, char **argv)
 	}
 	if (api_metrics_init(&err) < 0)
 		log_warnx("%s (/metrics will show no request counts)", err.msg);
+	if (api_rate_init(&err) < 0)
+		log_warnx("%s (no requests-per-second limit per key)", err.msg);
 	{
 		long long n = sbx_cfg_int(cfg, "api_short_requests");
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);

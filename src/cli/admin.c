@@ -35,6 +35,8 @@ static void usage(FILE *f)
 		"  org limits ORG [--max-sandboxes N] [--max-memory-mb N] [--max-volume-gb N]\n"
 		"                 [--max-volumes N] [--monthly-spend-limit-cents N|none]\n"
 		"                 [--max-concurrent-requests N|default] [--max-concurrent-streams N|default]\n"
+		"                 [--key-rate N|default] [--key-burst N|default]   (requests/s per key; 0: none)\n"
+		"                 [--max-sandbox-execs N|default]\n"
 		"  key issue ORG [--name NAME] [--admin]   prints the token (once) on stdout\n"
 		"  key list ORG\n"
 		"  key revoke KEYID\n"
@@ -261,17 +263,21 @@ static int cmd_org(int argc, char **argv)
 				 "SELECT id, name, max_sandboxes, max_memory_mb, max_volume_gb, max_volumes, "
 				 "coalesce(monthly_spend_limit_cents::text, 'none'), "
 				 "coalesce(max_concurrent_requests::text, 'default'), "
-				 "coalesce(max_concurrent_streams::text, 'default'), created_at "
+				 "coalesce(max_concurrent_streams::text, 'default'), "
+				 "coalesce(key_rate_per_s::text, 'default'), coalesce(key_burst::text, 'default'), "
+				 "coalesce(max_sandbox_execs::text, 'default'), created_at "
 				 "FROM orgs ORDER BY created_at",
 				 0) < 0)
 			die_err(&err);
 		printf("%-24s  %-20s  %s\n", "ID", "NAME", "LIMITS");
 		for (int i = 0; i < PQntuples(r); i++)
 			printf("%-24s  %-20s  sandboxes=%s memory_mb=%s volume_gb=%s volumes=%s spend_cents=%s "
-			       "concurrent_requests=%s concurrent_streams=%s\n",
+			       "concurrent_requests=%s concurrent_streams=%s key_rate=%s key_burst=%s "
+			       "sandbox_execs=%s\n",
 			       PQgetvalue(r, i, 0), PQgetvalue(r, i, 1), PQgetvalue(r, i, 2), PQgetvalue(r, i, 3),
 			       PQgetvalue(r, i, 4), PQgetvalue(r, i, 5), PQgetvalue(r, i, 6), PQgetvalue(r, i, 7),
-			       PQgetvalue(r, i, 8));
+			       PQgetvalue(r, i, 8), PQgetvalue(r, i, 9), PQgetvalue(r, i, 10),
+			       PQgetvalue(r, i, 11));
 		return 0;
 	}
 	if (!strcmp(argv[1], "limits") && argc >= 3) {
@@ -282,6 +288,8 @@ static int cmd_org(int argc, char **argv)
 			{ "--monthly-spend-limit-cents", "monthly_spend_limit_cents", "none" },
 			{ "--max-concurrent-requests", "max_concurrent_requests", "default" },
 			{ "--max-concurrent-streams", "max_concurrent_streams", "default" },
+			{ "--key-rate", "key_rate_per_s", "default" }, { "--key-burst", "key_burst", "default" },
+			{ "--max-sandbox-execs", "max_sandbox_execs", "default" },
 		};
 		char id[SBX_ID_LEN + 1];
 		org_id_of(argv[2], id);

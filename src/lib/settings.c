@@ -83,6 +83,18 @@ const struct sbx_setting sbx_settings[] = {
 	  "beyond); 0: no floor" },
 	{ "api_body_grace", SBX_ST_SECS, "10", 1, 3600, R, API,
 	  "seconds of waiting for a request body before api_body_min_rate applies" },
+	{ "sandbox_max_execs", SBX_ST_INT, "8", 0, 10000, R, API,
+	  "execs (exec, code) one sandbox may run at once, over all API processes and machines "
+	  "(429 sandbox_exec_limit beyond); 0: no limit but the organisation's streams (sbx-admin "
+	  "org limits --max-sandbox-execs overrides it per organisation)" },
+	/* requests per second per API key (doc/operations.md "Rate limits per API key") */
+	{ "api_key_rate_per_s", SBX_ST_INT, "0", 0, 1000000, R, API,
+	  "requests per second one API key may make, over all children of an sbx-api (429 "
+	  "key_rate_limit with Retry-After beyond); 0: no limit (sbx-admin org limits --key-rate "
+	  "overrides it per organisation)" },
+	{ "api_key_burst", SBX_ST_INT, "0", 0, 1000000, R, API,
+	  "requests a key may make at once after being idle (the token bucket's size); below "
+	  "the key's rate (0 included) it is that rate (sbx-admin org limits --key-burst overrides it)" },
 	{ "worker_pidfile", SBX_ST_STR, "/run/sbx/sbx-worker.pid", 0, 0, 0, WRK,
 	  "sbx-worker pidfile" },
 	{ "worker_provisioners", SBX_ST_INT, "1", 0, 64, R, WRK, "provisioner processes" },
@@ -191,6 +203,9 @@ const struct sbx_setting sbx_settings[] = {
 	  "price of one CPU core (1000 MHz of specs.cpu) for an hour, in thousandths of a cent" },
 	{ "price_memory_gb_hour_millicents", SBX_ST_INT, "1620", 0, 100000000, R, API | ADM,
 	  "price of one GiB of sandbox memory for an hour, in thousandths of a cent" },
+	{ "price_volume_gb_hour_millicents", SBX_ST_INT, "14", 0, 100000000, R, API | ADM,
+	  "price of one GB of volume (its size, used or not) for an hour, in thousandths of a cent "
+	  "(14: about $0.10 a GB-month)" },
 
 	/* the single region of an embedded install: every sandbox it runs is in it */
 	{ "region_id", SBX_ST_STR, "000000000000000000000001", 0, 0, R, API,
