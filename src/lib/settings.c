@@ -83,7 +83,7 @@ const struct sbx_setting sbx_settings[] = {
 	  "beyond); 0: no floor" },
 	{ "api_body_grace", SBX_ST_SECS, "10", 1, 3600, R, API,
 	  "seconds of waiting for a request body before api_body_min_rate applies" },
-	{ "sandbox_max_execs", SBX_ST_INT, "8", 0, 10000, R, API,
+	{ "sandbox_max_execs", SBX_ST_INT, "0", 0, 10000, R, API,
 	  "execs (exec, code) one sandbox may run at once, over all API processes and machines "
 	  "(429 sandbox_exec_limit beyond); 0: no limit but the organisation's streams (sbx-admin "
 	  "org limits --max-sandbox-execs overrides it per organisation)" },

@@ -91,7 +91,7 @@ int main(void)
 	is_int(sbx_cfg_int(cfg, "api_body_grace"), 10, "default api_body_grace is 10 s");
 	is_int(sbx_cfg_int(cfg, "api_key_rate_per_s"), 0, "default api_key_rate_per_s is 0 (no limit per key)");
 	is_int(sbx_cfg_int(cfg, "api_key_burst"), 0, "default api_key_burst is 0 (the rate)");
-	is_int(sbx_cfg_int(cfg, "sandbox_max_execs"), 8, "default sandbox_max_execs is 8");
+	is_int(sbx_cfg_int(cfg, "sandbox_max_execs"), 0, "default sandbox_max_execs is 0 (off: the organisation's streams bound it)");
 	is_int(sbx_cfg_int(cfg, "price_volume_gb_hour_millicents"), 14, "default volume price is 14 m¢ per GB-hour");
 	is_str(sbx_cfg_str(cfg, "auth_secret"), "", "auth_secret has no default");
 	is_str(sbx_cfg_str(cfg, "log_file"), "", "log_file defaults to empty (stderr)");
