@@ -297,6 +297,18 @@ void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body)
 	node_reply(n, m->reply_to, m->correlation_id, body);
 }
 
+struct sb *node_served(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid)
+{
+	struct sb *s = sb_find(n, id);
+
+	/* a placement answers only for the record it serves (never the pool's) */
+	if (!s || s->pool || strcmp(s->sandbox_id, sid)) {
+		node_reply_msg(n, m, sbx_reply_fail("not_found", "the sandbox is not on this node"));
+		return NULL;
+	}
+	return s;
+}
+
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason)
 {
 	struct sb *s = sb_find(n, id);

@@ -114,6 +114,9 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body);
 int node_admit_volume(struct node *n, int gb, char *why, size_t whysz);
 /* Answers a control request now. */
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen */);
+/* The placement id, when it serves record sid; NULL once m is answered not_found
+ * (no such placement here, a warm pool member, or serving another record). */
+struct sb *node_served(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid);
 /* Destroys a sandbox in a short-lived process; m: the request to answer
  * (NULL: nobody waits), reason: for the logs. */
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);

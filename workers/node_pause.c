@@ -47,12 +47,8 @@ void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
 		return;
 	}
-	s = sb_find(n, id);
-	/* a placement answers only for the record it serves (never the pool's) */
-	if (!s || s->pool || strcmp(s->sandbox_id, sid)) {
-		node_reply_msg(n, m, sbx_reply_fail("not_found", "the sandbox is not on this node"));
+	if (!(s = node_served(n, m, id, sid)))
 		return;
-	}
 	if (node_op_find(n, id)) {
 		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
 		return;

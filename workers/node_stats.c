@@ -257,12 +257,8 @@ void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed stats request"));
 		return;
 	}
-	s = sb_find(n, id);
-	/* a placement answers only for the record it serves (never the pool's) */
-	if (!s || s->pool || strcmp(s->sandbox_id, sid)) {
-		node_reply_msg(n, m, sbx_reply_fail("not_found", "the sandbox is not on this node"));
+	if (!(s = node_served(n, m, id, sid)))
 		return;
-	}
 	if (s->st != SB_READY) {
 		snprintf(why, sizeof(why), "%s", state_name(s->st));
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", why));
