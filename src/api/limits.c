@@ -234,17 +234,17 @@ int api_limits_acquire(struct api_req *r, sbx_err *err)
 int api_limits_read(struct api_req *r, PGresult **res, sbx_err *err, const char *sql, int n, ...)
 {
 	cleanup_pgres PGresult *ares = NULL;
-	const char *params[32];
+	const char *params[SBX_DB_MAX_PARAMS];
 	struct acquire_q q;
 	va_list ap;
+	int rc;
 
 	*res = NULL;
-	if (n < 0 || n > 32)
-		return sbx_err_set(err, 500, "internal", "too many query parameters");
 	va_start(ap, n);
-	for (int i = 0; i < n; i++)
-		params[i] = va_arg(ap, const char *);
+	rc = sbx_db_vparams(params, n, ap, err);
 	va_end(ap);
+	if (rc < 0)
+		return -1;
 	if (!r->slots.deferred)
 		return sbx_db_exec(&r->ctx->db, res, err, sql, n, params);
 	r->slots.deferred = false;

@@ -79,6 +79,16 @@ static const char *str(json_t *o, const char *k)
 
 enum { O_CPU = 256, O_MEM, O_DISK, O_EGRESS, O_ALLOW, O_TIMEOUT, O_STATUS, O_CWD };
 
+/* What a create answered: the object with --json, else its id; frees V. */
+static void print_made(const struct cli *c, json_t *v)
+{
+	if (c->json)
+		print_json(json_object_get(v, "data"));
+	else
+		printf("%s\n", str(json_object_get(v, "data"), "id"));
+	json_decref(v);
+}
+
 int cmd_create(struct cli *c, int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -90,7 +100,7 @@ int cmd_create(struct cli *c, int argc, char **argv)
 		{ "json", no_argument, NULL, 'J' },           { 0 }
 	};
 	json_t *body = json_object(), *specs = json_object(), *env = json_object(), *md = json_object();
-	json_t *allow = json_array(), *v;
+	json_t *allow = json_array();
 	const char *egress = NULL;
 	int ch;
 
@@ -122,12 +132,7 @@ int cmd_create(struct cli *c, int argc, char **argv)
 			json_object_set(e, "allow", allow);
 		json_object_set_new(body, "egress", e);
 	}
-	v = call_json(c, "POST", "/sandboxes", body, "create");
-	if (c->json)
-		print_json(json_object_get(v, "data"));
-	else
-		printf("%s\n", str(json_object_get(v, "data"), "id"));
-	json_decref(v);
+	print_made(c, call_json(c, "POST", "/sandboxes", body, "create"));
 	json_decref(body);
 	json_decref(specs);
 	json_decref(env);
@@ -366,7 +371,6 @@ int cmd_volumes(struct cli *c, int argc, char **argv)
 {
 	const char *sub;
 	char p[128];
-	json_t *v;
 
 	while (opt(c, argc, argv, "", NULL) != -1)
 		;
@@ -388,12 +392,7 @@ int cmd_volumes(struct cli *c, int argc, char **argv)
 		need_args(argc - optind, 3, "volumes create NAME SIZE_GB");
 		json_t *b = json_pack("{s:s, s:I}", "name", argv[optind + 1], "sizeGB",
 				      (json_int_t)number(argv[optind + 2], "SIZE_GB"));
-		v = call_json(c, "POST", "/volumes", b, "volume create");
-		if (c->json)
-			print_json(json_object_get(v, "data"));
-		else
-			printf("%s\n", str(json_object_get(v, "data"), "id"));
-		json_decref(v);
+		print_made(c, call_json(c, "POST", "/volumes", b, "volume create"));
 		json_decref(b);
 	} else if (strcmp(sub, "rm") == 0) {
 		need_args(argc - optind, 2, "volumes rm VOLUME_ID");
@@ -414,20 +413,6 @@ struct frames {
 	unsigned long long bytes; /* output bytes written */
 	char error[512];
 };
-
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 /* One frame: output goes to our stdout/stderr as it arrives. */
 static int frame(struct frames *f, const char *s)

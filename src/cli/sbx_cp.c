@@ -195,18 +195,7 @@ static void copy_in(const struct cli *c, const char *local, const char *id, cons
 
 static int to_fd(const char *p, size_t n, void *arg)
 {
-	int fd = *(int *)arg;
-
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
+	return write_all(*(int *)arg, p, n);
 }
 
 /* Into LOCAL.sbx-part first, renamed when whole: no partial file is left. */

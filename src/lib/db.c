@@ -280,18 +280,25 @@ one_by_one:
 	return 0;
 }
 
-int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...)
+int sbx_db_vparams(const char **params, int n, va_list ap, sbx_err *err)
 {
-	const char *params[32];
-	va_list ap;
-
-	if (n < 0 || n > 32)
+	if (n < 0 || n > SBX_DB_MAX_PARAMS)
 		return sbx_err_set(err, 500, "internal", "too many query parameters");
-	va_start(ap, n);
 	for (int i = 0; i < n; i++)
 		params[i] = va_arg(ap, const char *);
+	return 0;
+}
+
+int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...)
+{
+	const char *params[SBX_DB_MAX_PARAMS];
+	va_list ap;
+	int rc;
+
+	va_start(ap, n);
+	rc = sbx_db_vparams(params, n, ap, err);
 	va_end(ap);
-	return sbx_db_exec(db, res, err, sql, n, params);
+	return rc < 0 ? -1 : sbx_db_exec(db, res, err, sql, n, params);
 }
 
 int sbx_db_ping(sbx_db *db, sbx_err *err)

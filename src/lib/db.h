@@ -3,6 +3,7 @@
 #ifndef SBX_DB_H
 #define SBX_DB_H
 
+#include <stdarg.h>
 #include <libpq-fe.h>
 #include <stdbool.h>
 #include "err.h"
@@ -54,8 +55,13 @@ int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n
  * results are set on success; on error neither is. */
 int sbx_db_exec2(sbx_db *db, const char *sql1, int n1, const char *const *p1, PGresult **res1, const char *sql2,
 		 int n2, const char *const *p2, PGresult **res2, sbx_err *err);
+#define SBX_DB_MAX_PARAMS 32
+
 /* Variadic form: sbx_db_query(db, &res, err, "... $1 $2", 2, a, b). */
 int sbx_db_query(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n, ...);
+/* The N (at most SBX_DB_MAX_PARAMS) text parameters of a variadic call into
+ * PARAMS; the caller brackets it with va_start/va_end. */
+int sbx_db_vparams(const char **params, int n, va_list ap, sbx_err *err);
 int sbx_db_ping(sbx_db *db, sbx_err *err);
 int sbx_db_begin(sbx_db *db, sbx_err *err);
 int sbx_db_commit(sbx_db *db, sbx_err *err);

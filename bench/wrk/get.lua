@@ -1,12 +1,13 @@
--- wrk script: GET /sandboxes (the list, one page) with the key (bench/api-get).
---   SBX_KEY=sbx_... wrk -s bench/wrk/list-sandboxes.lua https://127.0.0.1:8443
--- SBX_LIST_QUERY (default "limit=10") is the query string. Any answer but
--- 200 is counted and printed at the end.
+-- wrk script: GET one path with the key (bench/api-get).
+--   SBX_KEY=sbx_... SBX_PATH=/sandboxes/ID wrk -s bench/wrk/get.lua https://127.0.0.1:8443
+--   SBX_KEY=sbx_... SBX_PATH='/sandboxes?limit=10' wrk -s bench/wrk/get.lua ...
+-- Any answer but 200 is counted and printed at the end (a 429 means the
+-- rate limit was not raised; a 401/404 a wrong key or path).
 local key = os.getenv("SBX_KEY") or error("SBX_KEY is not set")
-local query = os.getenv("SBX_LIST_QUERY") or "limit=10"
+local path = os.getenv("SBX_PATH") or error("SBX_PATH is not set")
 
 wrk.method = "GET"
-wrk.path = "/sandboxes?" .. query
+wrk.path = path
 wrk.headers["Authorization"] = "Bearer " .. key
 
 local threads = {}
