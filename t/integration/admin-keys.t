@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # sbx-admin: organisations, keys (token printed once, only a keyed hash
 # stored), list, revoke, rotate, limits; migrate is idempotent.
 . "$(dirname "$0")/lib.sh"

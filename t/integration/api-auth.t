@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Authentication: the three headers, missing/malformed/unknown/revoked keys,
 # rotation, and that another organisation's ids look exactly like unknown ids.
 . "$(dirname "$0")/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel, slow
 # POST /sandboxes body validation: every bad body answers 4xx and writes
 # nothing (checked by an independent count in Postgres); a valid body leaves
 # a failed record (no provisioner can run sandboxes yet); org limits -> 403.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Discovery and listing: templates, regions, healthz, GET /sandboxes
 # (empty, paginated, filters, parameter errors).
 . "$(dirname "$0")/lib.sh"

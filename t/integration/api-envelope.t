@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The envelope, errors, id validation, the /v1 prefix and the request id,
 # each through nginx and straight to the FastCGI program.
 . "$(dirname "$0")/lib.sh"

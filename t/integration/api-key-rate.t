@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Requests per second per API key (issue 15; src/api/ratelimit.c): crossed.
 #  - organisation A gets --key-rate 1 --key-burst 3 with sbx-admin: a run
 #    of 20 requests with A's key as fast as the test can send them (well

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Auto-destroy (API.md "Sandboxes", issue 12), on the real clock of the
 # reaper with records aged by psql:
 #  - autoDestroy + destroyTimeout: expires_at is that long after the create

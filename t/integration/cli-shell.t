@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # `sbx shell` (issue 15): an interactive terminal in a sandbox, driven the way
 # a person uses it, through tmux (a real terminal for sbx): a login shell on a
 # pseudo-terminal of tmux's size, what is typed reaches it, a resize of the

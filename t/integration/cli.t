@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The sbx command line (issue 15) against the stack, through nginx, as a
 # person or a script uses it: configuration from the environment and from a
 # file, create/ls/get/rm, exec streaming output as it is produced with the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The official SDKs against sbx (issue 9): each request below is the one the
 # TypeScript, Python and Go clients send (key in x-brimble-key, the region id
 # they take from the regions list, teamId/environmentId in the create body,

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The README's first command ends with scripts/demo: it must really create a
 # sandbox, stream a command's output, write and read a file and destroy it.
 set -uo pipefail

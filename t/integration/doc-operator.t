@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The operator guide (doc/operator-guide.md) says what the code does:
 #  - its settings table is exactly what `sbx-worker --help-config-md` prints
 #    from the settings table every daemon reads (src/lib/settings.c), so a

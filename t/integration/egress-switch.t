@@ -40,7 +40,7 @@ while True:
         s.sendall(line.encode())'
 req nginx POST "/sandboxes/$S/exec" "$(jq -nc --arg c "python3 -c '$client'" '{cmd:$c, background:true}')"
 is "$STATUS" 200 "a long-lived client runs in the background (TCP to 192.0.2.10:9000)"
-wait_until 10 bash -c "ip netns exec $EPUB ss -tnH state established '( sport = :9000 )' | grep -q ."
+wait_until 10 bash -c "nsenter --net=/run/netns/$EPUB -- ss -tnH state established '( sport = :9000 )' | grep -q ."
 ok $? "...its connection is established"
 send m1
 wait_until 10 arrived m1; ok $? "open: a line sent on it arrives"

@@ -69,7 +69,7 @@ eg_world() {
 	nsenter --net="/run/netns/$EUP" -- socat TCP-LISTEN:8080,reuseaddr,fork SYSTEM:"echo node \$SOCAT_SOCKADDR >> $EG_LOG; echo node" \
 		> /dev/null 2>&1 &
 	EG_PIDS+=($!)
-	wait_until 5 bash -c "ip netns exec $EPUB ss -ltnH | grep -q ':8081 ' && ip netns exec $EUP ss -ltnH | grep -q ':8080 '"
+	wait_until 5 bash -c "nsenter --net=/run/netns/$EPUB -- ss -ltnH | grep -q ':8081 ' && nsenter --net=/run/netns/$EUP -- ss -ltnH | grep -q ':8080 '"
 }
 
 # node_agent_ready_since MARK: a node agent the master started after MARK

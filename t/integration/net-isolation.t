@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel, slow
 # A sandbox's network reaches nothing (deny_all): not the gateway, not the
 # node's other addresses, not a public host, not the metadata address (routed
 # to a test host first), not another sandbox; and it cannot send from an
@@ -45,7 +46,7 @@ probe "sbx-$A" 192.0.2.10; ok $? "...and succeeds with an allow rule in allow_<i
 
 # Anti-spoofing, with A's allow rule still there: a source that is not A's.
 in_sbx "$A" ip addr add 10.213.0.250/16 dev eth0
-spoof() { ip netns exec "sbx-$A" timeout 3 socat -u OPEN:/dev/null "TCP:192.0.2.10:$PORT,bind=10.213.0.250,connect-timeout=2" 2> /dev/null; }
+spoof() { nsenter --net="/run/netns/sbx-$A" -- timeout 3 socat -u OPEN:/dev/null "TCP:192.0.2.10:$PORT,bind=10.213.0.250,connect-timeout=2" 2> /dev/null; }
 ! spoof; ok $? "A cannot send from 10.213.0.250 (not its address)"
 like "$(in_up nft list chain inet sbx "in_$A" | grep 'ip saddr !=')" "packets [1-9]" "...dropped by the veth's source check"
 h1=$(nft_rule "in_$A" ip saddr 10.213.0.250 accept)
@@ -62,7 +63,7 @@ hb=$(nft_rule "allow_$B" ip daddr 192.0.2.10 accept)
 in_pub nft -f - <<< "table ip sbxtest { chain c { type filter hook input priority 0; ip saddr $IPB tcp dport $PORT counter; }; }"
 seen() { in_pub nft list chain ip sbxtest c | sed -n 's/.*packets \([0-9]*\).*/\1/p'; }
 in_sbx "$A" ip addr add "$IPB/32" dev eth0
-spoof_b() { ip netns exec "sbx-$A" timeout 2 socat -u OPEN:/dev/null "TCP:192.0.2.10:$PORT,bind=$IPB,connect-timeout=1" 2> /dev/null; }
+spoof_b() { nsenter --net="/run/netns/sbx-$A" -- timeout 2 socat -u OPEN:/dev/null "TCP:192.0.2.10:$PORT,bind=$IPB,connect-timeout=1" 2> /dev/null; }
 spoof_b
 is "$(seen)" 0 "A sending as B (B may reach the public host) gets nothing out"
 h1=$(nft_rule "in_$A" ip saddr "$IPB" accept)

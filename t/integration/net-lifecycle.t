@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Node setup is idempotent; destroy leaves nothing (checked by an independent
 # listing: ip netns, ip link, nft list table, ip neigh) and can be repeated; a
 # create that fails half-way (a real collision, a real nft failure) undoes

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The contract test: doc/openapi.json against the running sbx-api, driven
 # straight over its FastCGI socket (t/fcgi/fcgi-req). The checks themselves
 # are in t/openapi-check.py (python3, standard library only), which prints

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # POST /sandboxes/{id}/code (issue 4): python and node, JSON and streamed
 # (SSE, NDJSON), the same shapes as exec; env and cwd; a syntax error is a
 # non-zero exit with the interpreter's message on stderr; a timeout is 124

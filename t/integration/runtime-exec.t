@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel, slow
 # POST /sandboxes/{id}/exec through the public API (issue 4), through nginx
 # and straight to the FastCGI program: the JSON answer's shape, SSE and
 # NDJSON framing (exactly one final done/error), `command` for `cmd`, stdin

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Files of a sandbox through the public API (issue 4): PUT/GET byte-exact
 # (random binary), 50 MB through nginx with the API children's memory
 # bounded while it flows, an over-cap Content-Length refused (413) before

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # The sandbox lifecycle over HTTPS (nginx) and straight to FastCGI: a create
 # really makes a runsc sandbox (checked by independent listings: runsc, its
 # directory, loop device, overlay mount, netns, nft chain), GET/list/wait

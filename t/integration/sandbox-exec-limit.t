@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Concurrent execs per sandbox (issue 15; src/api/limits.c): crossed.
 # Organisation A may run 2 execs at once in one sandbox (sbx-admin org limits
 # --max-sandbox-execs 2; its stream limit is raised to 4 so that the

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel, slow
 # One node's sandboxes (workers/sandbox.c through t/sandbox/sandboxctl):
 # start, run commands, disk and memory limits, destroy without a trace, and
 # failed starts (a real step failing, the driver killed with SIGKILL) that
@@ -86,7 +87,7 @@ leftovers() {
 		grep -q "$STATE/sandboxes/$id" /proc/self/mountinfo && out+=" mount:$id"
 		losetup -a | grep -q "$STATE/sandboxes/$id" && out+=" loop:$id"
 		ip netns list | grep -q "sbx-$id" && out+=" netns:$id"
-		ip netns exec "$UP" nft list table inet sbx 2> /dev/null | grep -q "${id:0:9}" && out+=" nft:$id"
+		nsenter --net="/run/netns/$UP" -- nft list table inet sbx 2> /dev/null | grep -q "${id:0:9}" && out+=" nft:$id"
 		[ -e "$STATE/sandboxes/$id" ] && out+=" dir:$id"
 		[ -e "/sys/fs/cgroup/memory/sbx/$id" ] && out+=" cgroup:$id"
 		ps -eo args | grep -v grep | grep -q "runsc-sandbox.* $id\$" && out+=" sentry:$id"

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel, slow
 # The reaper and the node agent clean up by themselves:
 #  - idle: a sandbox whose last activity is older than its idle timeout is
 #    destroyed (destroy_reason idle_ttl), and nothing is left on the node;

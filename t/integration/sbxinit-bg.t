@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Background processes in sbx-init (protocol 2), sbx-init run as a normal
 # process and driven by t/init/initctl: the starting stream ends with
 # STARTED and a detached EXIT; PROCS lists them; their output goes to

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # sbx-init's FILE streams (protocol 2), sbx-init run as a normal process and
 # driven by t/init/initctl: a 50 MB random file byte-exact both ways with
 # sbx-init's peak memory bounded, atomic writes (temp + rename; nothing left

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # sbx-init run as a normal process on the host (a child subreaper instead of
 # PID 1), driven over its channel socket by t/init/initctl: exit codes,
 # byte-exact output, stderr kept apart, cwd and command errors, timeout with

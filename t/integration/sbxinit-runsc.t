@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # sbx-init as PID 1 of a real runsc sandbox, its channel a host socket in a
 # bind-mounted directory (runsc --host-uds=create: sbx-init listens, the
 # host connects): exec through the channel, byte-exact output, PID 1 and

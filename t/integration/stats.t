@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # GET /sandboxes/{id}/stats (API.md "Sandboxes", issue 15): a sandbox's
 # resource use, in the compatible shape ({average:{memory, cpu, network},
 # replicaCount:1, results:[{date, memory, cpu, network}], responseTime:null})

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # t/integration/template-image.t — TAP: build (or skip) debian-12, unpack it
 # as a node would, and run it under runsc with --network=none.
 #

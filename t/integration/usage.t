@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Usage metering and the monthly spending limit (issue 15): GET /usage counts
 # an organisation's sandbox time (exactly its life inside the window), by
 # size, its execs, the cost at the operator's prices; never another

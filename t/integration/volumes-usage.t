@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Volumes in the plan and on the bill (issue 15):
 #  - plan limits, crossed: with --max-volumes 1 a second volume is 403
 #    limit_volumes, and with --max-volume-gb below what two would take, 403

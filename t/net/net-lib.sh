@@ -58,18 +58,18 @@ tid() {
 	echo "$id"
 }
 
-in_up() { ip netns exec "$UP" "$@"; }
-in_pub() { ip netns exec "$PUB" "$@"; }
-in_sbx() { local id=$1; shift; ip netns exec "sbx-$id" "$@"; }
+in_up() { nsenter --net="/run/netns/$UP" -- "$@"; }
+in_pub() { nsenter --net="/run/netns/$PUB" -- "$@"; }
+in_sbx() { local id=$1; shift; nsenter --net="/run/netns/sbx-$id" -- "$@"; }
 
 # probe NETNS IP [PORT]: a bounded TCP connect from inside NETNS.
-probe() { ip netns exec "$1" timeout 2 bash -c "</dev/tcp/$2/${3:-$PORT}" 2> /dev/null; }
+probe() { nsenter --net="/run/netns/$1" -- timeout 2 bash -c "</dev/tcp/$2/${3:-$PORT}" 2> /dev/null; }
 
 # listen NETNS: a TCP listener on 0.0.0.0:$PORT inside NETNS (killed by pid).
 listen() {
-	ip netns exec "$1" socat TCP-LISTEN:$PORT,reuseaddr,fork EXEC:/bin/true > /dev/null 2>&1 &
+	nsenter --net="/run/netns/$1" -- socat TCP-LISTEN:$PORT,reuseaddr,fork EXEC:/bin/true > /dev/null 2>&1 &
 	NET_PIDS+=($!)
-	wait_until 5 bash -c "ip netns exec '$1' ss -ltnH 2>/dev/null | grep -q ':$PORT '"
+	wait_until 5 bash -c "nsenter --net='/run/netns/$1' -- ss -ltnH 2>/dev/null | grep -q ':$PORT '"
 }
 
 net_world() {
