@@ -133,6 +133,29 @@ int sbx_sandbox_fail(sbx_db *db, const char *id, const char *reason, sbx_err *er
 		      2, p);
 }
 
+/* The lease's lock space: two int4 keys, (LEASE_CLASS, hashtext(id)), apart
+ * from the one-key locks of the per-organisation create decision. */
+#define LEASE_CLASS "21314"
+
+int sbx_sandbox_lease(sbx_db *db, const char *id, bool *held, sbx_err *err)
+{
+	cleanup_pgres PGresult *res = NULL;
+
+	*held = false;
+	if (sbx_db_query(db, &res, err, "SELECT pg_try_advisory_lock(" LEASE_CLASS ", hashtext($1))", 1, id) < 0)
+		return -1;
+	*held = !strcmp(PQgetvalue(res, 0, 0), "t");
+	return 0;
+}
+
+void sbx_sandbox_lease_end(sbx_db *db, const char *id)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	/* a lost session has let go already */
+	(void)sbx_db_query(db, NULL, &err, "SELECT pg_advisory_unlock(" LEASE_CLASS ", hashtext($1))", 1, id);
+}
+
 int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_err *err)
 {
 	char grace[32], guard[80];
@@ -141,10 +164,16 @@ int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_e
 	snprintf(grace, sizeof(grace), "%lld", grace_s);
 	if (sbx_sb_guard(B(STARTING), SBX_SB_FAILED, guard, sizeof(guard), err) < 0)
 		return -1;
+	/* The try-lock is a transaction lock: it is let go when this statement
+	 * ends, and taking it means no create holds the lease any more. */
 	return sbx_db_query(db, rows, err,
-			    "UPDATE sandboxes SET status = 'failed', failure_reason = 'the create did not finish "
-			    "(stuck in starting)' WHERE status = ANY($2::sandbox_status[]) "
-			    "AND created_at < now() - make_interval(secs => $1::int) RETURNING id",
+			    "UPDATE sandboxes SET status = 'failed', failure_reason = CASE "
+			    "  WHEN created_at < now() - make_interval(secs => $1::int) "
+			    "  THEN 'the create did not finish (stuck in starting)' "
+			    "  ELSE 'the create was abandoned: the process serving it ended' END "
+			    "WHERE status = ANY($2::sandbox_status[]) "
+			    "AND (created_at < now() - make_interval(secs => $1::int) "
+			    "  OR pg_try_advisory_xact_lock(" LEASE_CLASS ", hashtext(id))) RETURNING id",
 			    2, grace, guard);
 }
 

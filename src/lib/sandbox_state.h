@@ -62,8 +62,18 @@ int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *n
 int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err);
 /* starting, ready, pausing, paused, resuming -> failed: it died or was lost. */
 int sbx_sandbox_fail(sbx_db *db, const char *id, const char *reason, sbx_err *err);
-/* Every record in starting created more than grace_s ago -> failed;
- * *rows (the caller's) lists their ids. */
+/* The create's lease: the process that writes a record 'starting' holds a
+ * session advisory lock on its id, taken in the same transaction as the
+ * insert (so the record is never seen without it) and let go when the
+ * create has ended either way. A process that dies lets go with its
+ * database session, so the reaper can tell an abandoned create from a slow
+ * one at once. *held is false (and the create goes on without one) in the
+ * rare case of another id with the same hash holding it: that record then
+ * only ends by the grace. */
+int sbx_sandbox_lease(sbx_db *db, const char *id, bool *held, sbx_err *err);
+void sbx_sandbox_lease_end(sbx_db *db, const char *id);
+/* Every record in starting created more than grace_s ago, or whose lease
+ * no live process holds -> failed; *rows (the caller's) lists their ids. */
 int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_err *err);
 
 /* A destroy asked for (reason: a destroy_reason, e.g. "user"): the intent

@@ -196,7 +196,48 @@ crash c-provisioner provisioner dirs_now
 crash d-start-dir start dirs_now
 crash e-start-runsc start state_files
 
-# After all three: a create works again end to end.
+# f) The API child serving the create dies while the node's start process
+# is held at a fault point (nothing else can end the create then): its
+# database session ends, and with it the create's lease, so the next reaper
+# pass fails the record as abandoned, long before the grace a slow create
+# gets (rpc_timeout + start_timeout + 30 s).
+T_SECTION=f-api-child
+rid="it-crash-f-$RANDOM$RANDOM"
+mkdir -p "$SB_STATE/faults"
+rm -f "$SB_STATE/faults/start-dir".*
+touch "$SB_STATE/faults/start-dir.armed"
+mark=$(log_mark)
+curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
+	-H 'Content-Type: application/json' -H "X-Request-Id: $rid" \
+	-d '{"name":"it-crash-f","specs":{"memory":256,"disk":1}}' \
+	-o "$T_TMP/body.f" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.f" 2> /dev/null &
+cpid=$!
+held() { compgen -G "$SB_STATE/faults/start-dir.*.pid" > /dev/null; }
+wait_until 15 held
+ok $? "the node's start process stopped at the start-dir point"
+startpid=$(cat "$SB_STATE"/faults/start-dir.*.pid 2> /dev/null | head -n1)
+rm -f "$SB_STATE/faults/start-dir.armed"
+api_line=$(log_since "$mark" | grep -F "req=$rid: sandbox " | grep -F ': starting (' | head -n1)
+fid=$(sed -n 's/.*req=[^:]*: sandbox \([0-9a-f]*\): starting.*/\1/p' <<< "$api_line")
+apipid=$(sed -n 's/.*sbx-api-child\[\([0-9]*\)\].*/\1/p' <<< "$api_line")
+sb_track "$fid"
+like "$fid $apipid" '^[0-9a-f]{24} [0-9]+$' "the API child serving the create is known (pid $apipid, sandbox $fid)"
+kill -KILL "$apipid" 2> /dev/null
+ok $? "the API child was SIGKILLed"
+wait "$cpid"
+diag "the client got HTTP $(cat "$T_TMP/code.f") (nginx answers for a child that died)"
+t0=$SECONDS
+gone_start() { [ "$(sb_db "$fid" status)" != starting ]; }
+wait_until $((2 * REAPER_INTERVAL + 5)) gone_start
+is "$(sb_db "$fid" status)" failed "within two reaper passes ($((SECONDS - t0)) s) the record is failed"
+like "$(sb_db "$fid" failure_reason)" 'abandoned' "...as abandoned (its lease was let go), not by a deadline"
+ok "[ -d /proc/$startpid ]" "...while the start process was still held (nothing else ended the create)"
+kill -KILL "$startpid" 2> /dev/null
+rm -f "$SB_STATE/faults/start-dir".*
+wait_until $((2 * REAPER_INTERVAL + 5)) sb_gone "$fid"
+is "$(sb_leftovers "$fid")" "" "within two reaper intervals nothing of it is left on the node"
+
+# After all of them: a create works again end to end.
 T_SECTION=after
 sb_create nginx '{"name":"it-crash-after","specs":{"memory":256,"disk":1}}'
 is "$STATUS $(j .data.status)" "201 ready" "after the crashes a create works (201 ready)"
