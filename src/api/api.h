@@ -12,6 +12,7 @@
 #include "err.h"
 #include "id.h"
 #include "mq.h"
+#include "page.h"
 #include "router.h"
 #include "settings.h"
 
@@ -80,6 +81,14 @@ int api_authenticate(struct api_req *r, sbx_err *err);
 void api_handle(struct api_ctx *ctx, FCGX_Request *fcgx);
 /* Builds a JSON value from a one-row, one-column jsonb/json result. */
 json_t *api_json_from_row(PGresult *res, int row, int col);
+/* 0 when RES has exactly one row; otherwise a 404 "WHAT not found". */
+int api_one_row(PGresult *res, const char *what, sbx_err *err);
+/* A listing: the page the query asks for (?page=&limit=), with LIM and OFF
+ * its SQL values; then the answer's data from a (count, jsonb array) row,
+ * each item passed through FIX (when not NULL). */
+int api_page(struct api_req *r, sbx_page *pg, char lim[16], char off[24], sbx_err *err);
+json_t *api_page_data(struct api_req *r, const sbx_page *pg, PGresult *res,
+		      void (*fix)(const sbx_config *cfg, json_t *item));
 int api_mq(struct api_req *r, sbx_err *err);
 
 /* auth_cache.c: key hash -> organisation, per process, dropped on NOTIFY sbx_auth */

@@ -56,11 +56,9 @@ void h_sandboxes_list(struct api_req *r)
 	const char *status_p = NULL;
 	int st;
 	sbx_page pg;
-	long long total;
-	json_t *items, *data;
 	int q;
 
-	if (sbx_page_parse(r->m.query, &pg, &err) < 0) {
+	if (api_page(r, &pg, lim, off, &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -84,8 +82,6 @@ void h_sandboxes_list(struct api_req *r)
 		return;
 	}
 	filter_s = json_dumps(filter, JSON_COMPACT);
-	snprintf(lim, sizeof(lim), "%ld", pg.limit);
-	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
 	if (api_limits_read(r, &res, &err,
 			    "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
 			    "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
@@ -97,18 +93,7 @@ void h_sandboxes_list(struct api_req *r)
 		send_db_error(r, &err);
 		return;
 	}
-	total = atoll(PQgetvalue(res, 0, 0));
-	items = api_json_from_row(res, 0, 1);
-	{
-		size_t i;
-		json_t *it;
-		json_array_foreach(items, i, it)
-			api_sandbox_public(r->ctx->cfg, it);
-	}
-	data = json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items ? items : json_array(), "totalCount",
-			 (json_int_t)total, "currentPage", (int)pg.page, "totalPages",
-			 (json_int_t)sbx_page_total_pages(total, pg.limit), "limit", (int)pg.limit);
-	api_send_data(r, 200, "Sandboxes retrieved", data);
+	api_send_data(r, 200, "Sandboxes retrieved", api_page_data(r, &pg, res, api_sandbox_public));
 }
 
 void api_sandbox_public(const sbx_config *cfg, json_t *s)
@@ -135,12 +120,8 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 
 	if (api_limits_read(r, &res, err,
 			    "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
-			    r->org.org_id) < 0)
+			    r->org.org_id) < 0 || api_one_row(res, "Sandbox", err) < 0)
 		return NULL;
-	if (PQntuples(res) != 1) {
-		sbx_err_set(err, 404, "not_found", "Sandbox not found");
-		return NULL;
-	}
 	s = api_json_from_row(res, 0, 0);
 	api_sandbox_public(r->ctx->cfg, s);
 	return s;
@@ -540,7 +521,9 @@ static void mark_failed(struct api_req *r, const char *id, const char *reason)
 		log_warnx("sandbox %s: could not record failure (%s); the reaper will", id, err.msg);
 }
 
-void h_sandboxes_create(struct api_req *r)
+/* The create; *leased names the record whose lease it took (the caller lets
+ * it go, whichever way the create ended). */
+static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 {
 	cleanup_json json_t *body = NULL;
 	cleanup_pgres PGresult *res = NULL;
@@ -591,6 +574,13 @@ void h_sandboxes_create(struct api_req *r)
 		sbx_db_rollback(&r->ctx->db);
 		api_send_error(r, &err);
 		return;
+	}
+	{
+		bool held;
+		if (sbx_sandbox_lease(&r->ctx->db, id, &held, &err) < 0)
+			goto fail;
+		if (held)
+			snprintf(leased, SBX_ID_LEN + 1, "%s", id);
 	}
 	if (sbx_db_query(&r->ctx->db, NULL, &err,
 			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
@@ -648,6 +638,15 @@ void h_sandboxes_create(struct api_req *r)
 fail:
 	sbx_db_rollback(&r->ctx->db);
 	api_send_error(r, &err);
+}
+
+void h_sandboxes_create(struct api_req *r)
+{
+	char leased[SBX_ID_LEN + 1] = "";
+
+	create(r, leased);
+	if (leased[0])
+		sbx_sandbox_lease_end(&r->ctx->db, leased);
 }
 
 void h_sandbox_delete(struct api_req *r)

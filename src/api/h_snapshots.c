@@ -29,16 +29,8 @@ static void send_list(struct api_req *r, const char *sandbox)
 	sbx_err err = SBX_ERR_INIT;
 	char lim[16], off[24];
 	sbx_page pg;
-	long long total;
-	json_t *items;
 
-	if (sbx_page_parse(r->m.query, &pg, &err) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	snprintf(lim, sizeof(lim), "%ld", pg.limit);
-	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
-	if (sbx_db_query(&r->ctx->db, &res, &err,
+	if (api_page(r, &pg, lim, off, &err) < 0 || sbx_db_query(&r->ctx->db, &res, &err,
 			 "WITH f AS (SELECT * FROM snapshots p WHERE p.org_id = $1 "
 			 "  AND ($4::text = '' OR p.sandbox_id = $4)) "
 			 "SELECT (SELECT count(*) FROM f), "
@@ -48,12 +40,7 @@ static void send_list(struct api_req *r, const char *sandbox)
 		api_send_error(r, &err);
 		return;
 	}
-	total = atoll(PQgetvalue(res, 0, 0));
-	items = api_json_from_row(res, 0, 1);
-	api_send_data(r, 200, "Snapshots retrieved",
-		      json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items ? items : json_array(), "totalCount",
-				(json_int_t)total, "currentPage", (int)pg.page, "totalPages",
-				(json_int_t)sbx_page_total_pages(total, pg.limit), "limit", (int)pg.limit));
+	api_send_data(r, 200, "Snapshots retrieved", api_page_data(r, &pg, res, NULL));
 }
 
 static json_t *load_snapshot(struct api_req *r, const char *id, sbx_err *err)
@@ -62,12 +49,8 @@ static json_t *load_snapshot(struct api_req *r, const char *id, sbx_err *err)
 
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT sbx_snapshot_json(p) FROM snapshots p WHERE p.id = $1 AND p.org_id = $2", 2, id,
-			 r->org.org_id) < 0)
+			 r->org.org_id) < 0 || api_one_row(res, "Snapshot", err) < 0)
 		return NULL;
-	if (PQntuples(res) != 1) {
-		sbx_err_set(err, 404, "not_found", "Snapshot not found");
-		return NULL;
-	}
 	return api_json_from_row(res, 0, 0);
 }
 
@@ -95,12 +78,7 @@ static void snapshot_create(struct api_req *r)
 	if (sbx_db_query(&r->ctx->db, &res, &err,
 			 "SELECT status, coalesce(node_id, ''), coalesce(placement_id, ''), template FROM sandboxes "
 			 "WHERE id = $1 AND org_id = $2",
-			 2, r->m.id, r->org.org_id) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		sbx_err_set(&err, 404, "not_found", "Sandbox not found");
+			 2, r->m.id, r->org.org_id) < 0 || api_one_row(res, "Sandbox", &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -173,12 +151,7 @@ void h_sandbox_snapshots(struct api_req *r)
 	/* the sandbox's own list: the sandbox must be the caller's (a
 	 * destroyed one keeps its snapshots) */
 	if (sbx_db_query(&r->ctx->db, &res, &err, "SELECT 1 FROM sandboxes WHERE id = $1 AND org_id = $2", 2,
-			 r->m.id, r->org.org_id) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		sbx_err_set(&err, 404, "not_found", "Sandbox not found");
+			 r->m.id, r->org.org_id) < 0 || api_one_row(res, "Sandbox", &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -244,12 +217,7 @@ void h_snapshot_delete(struct api_req *r)
 
 	if (sbx_db_query(&r->ctx->db, &res, &err,
 			 "SELECT status, image_repo, coalesce(image_digest, '') FROM snapshots WHERE id = $1 AND org_id = $2",
-			 2, r->m.id, r->org.org_id) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	if (PQntuples(res) != 1) {
-		sbx_err_set(&err, 404, "not_found", "Snapshot not found");
+			 2, r->m.id, r->org.org_id) < 0 || api_one_row(res, "Snapshot", &err) < 0) {
 		api_send_error(r, &err);
 		return;
 	}

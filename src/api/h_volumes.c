@@ -95,27 +95,25 @@ static int node_call(struct api_req *r, enum sbx_msg_kind k, const char *node, j
 	return 0;
 }
 
-static json_t *volume_public(const sbx_config *cfg, json_t *v)
+static void volume_fix(const sbx_config *cfg, json_t *v)
 {
 	if (json_is_object(v))
 		json_object_set_new(v, "region", api_region_json(cfg));
-	return v;
 }
 
 static json_t *load_volume(struct api_req *r, const char *id, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
+	json_t *v;
 
 	if (sbx_db_query(&r->ctx->db, &res, err,
 			 "SELECT sbx_volume_json(v) FROM volumes v WHERE v.id = $1 AND v.org_id = $2 "
 			 "AND v.deleted_at IS NULL",
-			 2, id, r->org.org_id) < 0)
+			 2, id, r->org.org_id) < 0 || api_one_row(res, "Volume", err) < 0)
 		return NULL;
-	if (PQntuples(res) != 1) {
-		sbx_err_set(err, 404, "not_found", "Volume not found");
-		return NULL;
-	}
-	return volume_public(r->ctx->cfg, api_json_from_row(res, 0, 0));
+	v = api_json_from_row(res, 0, 0);
+	volume_fix(r->ctx->cfg, v);
+	return v;
 }
 
 void h_volumes_list(struct api_req *r)
@@ -124,17 +122,8 @@ void h_volumes_list(struct api_req *r)
 	sbx_err err = SBX_ERR_INIT;
 	char lim[16], off[24];
 	sbx_page pg;
-	long long total;
-	json_t *items, *it;
-	size_t i;
 
-	if (sbx_page_parse(r->m.query, &pg, &err) < 0) {
-		api_send_error(r, &err);
-		return;
-	}
-	snprintf(lim, sizeof(lim), "%ld", pg.limit);
-	snprintf(off, sizeof(off), "%lld", (long long)(pg.page - 1) * pg.limit);
-	if (sbx_db_query(&r->ctx->db, &res, &err,
+	if (api_page(r, &pg, lim, off, &err) < 0 || sbx_db_query(&r->ctx->db, &res, &err,
 			 "WITH f AS (SELECT * FROM volumes v WHERE v.org_id = $1 AND v.deleted_at IS NULL) "
 			 "SELECT (SELECT count(*) FROM f), "
 			 "  (SELECT coalesce(jsonb_agg(sbx_volume_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
@@ -143,14 +132,7 @@ void h_volumes_list(struct api_req *r)
 		api_send_error(r, &err);
 		return;
 	}
-	total = atoll(PQgetvalue(res, 0, 0));
-	items = api_json_from_row(res, 0, 1);
-	json_array_foreach(items, i, it)
-		volume_public(r->ctx->cfg, it);
-	api_send_data(r, 200, "Volumes retrieved",
-		      json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items ? items : json_array(), "totalCount",
-				(json_int_t)total, "currentPage", (int)pg.page, "totalPages",
-				(json_int_t)sbx_page_total_pages(total, pg.limit), "limit", (int)pg.limit));
+	api_send_data(r, 200, "Volumes retrieved", api_page_data(r, &pg, res, volume_fix));
 }
 
 void h_volume_get(struct api_req *r)

@@ -230,6 +230,39 @@ json_t *api_json_from_row(PGresult *res, int row, int col)
 	return json_loadb(PQgetvalue(res, row, col), (size_t)PQgetlength(res, row, col), 0, &jerr);
 }
 
+int api_one_row(PGresult *res, const char *what, sbx_err *err)
+{
+	if (PQntuples(res) != 1)
+		return sbx_err_set(err, 404, "not_found", "%s not found", what);
+	return 0;
+}
+
+int api_page(struct api_req *r, sbx_page *pg, char lim[16], char off[24], sbx_err *err)
+{
+	if (sbx_page_parse(r->m.query, pg, err) < 0)
+		return -1;
+	snprintf(lim, 16, "%ld", pg->limit);
+	snprintf(off, 24, "%lld", (long long)(pg->page - 1) * pg->limit);
+	return 0;
+}
+
+json_t *api_page_data(struct api_req *r, const sbx_page *pg, PGresult *res,
+		      void (*fix)(const sbx_config *cfg, json_t *item))
+{
+	long long total = atoll(PQgetvalue(res, 0, 0));
+	json_t *items = api_json_from_row(res, 0, 1), *it;
+	size_t i;
+
+	if (!items)
+		items = json_array();
+	if (fix)
+		json_array_foreach(items, i, it)
+			fix(r->ctx->cfg, it);
+	return json_pack("{s:o, s:I, s:i, s:I, s:i}", "data", items, "totalCount", (json_int_t)total, "currentPage",
+			 (int)pg->page, "totalPages", (json_int_t)sbx_page_total_pages(total, pg->limit), "limit",
+			 (int)pg->limit);
+}
+
 int api_mq(struct api_req *r, sbx_err *err)
 {
 	api_turn_leave(); /* what follows waits for a worker */
