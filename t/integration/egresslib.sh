@@ -138,18 +138,19 @@ eg_new() {
 	sb_create nginx "{\"specs\":{\"memory\":256,\"disk\":1}${1:+,\"egress\":$1}}"
 }
 
-# tcp ID IP PORT: from inside the sandbox, connects (3 s at most) and prints
+# tcp ID IP PORT: from inside the sandbox, connects (1.5 s at most: a host of
+# the test answers within milliseconds; a dropped SYN waits it out) and prints
 # what the server answered, or "fail".
 tcp() {
 	local out
-	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=3); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
+	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=1.5); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
 	echo "${out:-fail}"
 }
 
-# udp ID IP PORT: one datagram and its answer (3 s), or "fail".
+# udp ID IP PORT: one datagram and its answer (1.5 s), or "fail".
 udp() {
 	local out
-	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(b'x', ('$2', $3)); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
+	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5); s.sendto(b'x', ('$2', $3)); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
 	echo "${out:-fail}"
 }
 
