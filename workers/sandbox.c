@@ -498,6 +498,11 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		sbx_err_sys(err, "sandbox", "mkdir %s", p.chan_dir);
 		goto fail;
 	}
+	/* a snapshot's /tmp is in its layer, under the mount of ours */
+	step = "tmp";
+	if (s->image && disk_fill_tmp(&p, err) < 0)
+		goto fail;
+	step = "channel";
 	if (sandbox_has_init(c) && chan_key_make(&p, key_hex, err) < 0)
 		goto fail;
 	step = "network";
