@@ -412,7 +412,8 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * itself, so the test kills it at exactly this point instead of racing it.
  * Points: start-dir (the sandbox's directory exists), start-volume (its
  * volume is mounted on the host), start-runsc (runsc runs the container);
- * pause.c's pause-checkpoint and resume-restore. */
+ * pause.c's pause-checkpoint, pause-saved, resume-restore and
+ * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen. */
 void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
 {
 	char path[700], pid[24];
