@@ -68,9 +68,11 @@ TMPFP='cd /tmp && for p in keep.txt dir dir/inner gone.txt new.txt; do
 	if [ -d "$p" ]; then echo "$p D $(stat -c %a "$p")";
 	elif [ -f "$p" ]; then echo "$p F $(stat -c %a "$p") $(cat "$p")";
 	else echo "$p -"; fi; done; echo "tmp $(stat -c %a /tmp)"'
+# (gVisor pads the value it answers with NULs up to the caller's buffer:
+# both sides compare without trailing NULs)
 XATTRS='python3 -c "import os
-print(os.getxattr(\"/root/work/attr.txt\", \"user.sbx.note\").decode())
-print(os.getxattr(\"/root/work/capbin\", \"security.capability\").hex())"'
+print(os.getxattr(\"/root/work/attr.txt\", \"user.sbx.note\").rstrip(b\"\\0\").decode())
+print(os.getxattr(\"/root/work/capbin\", \"security.capability\").rstrip(b\"\\0\").hex())"'
 
 # ---- /tmp and extended attributes -------------------------------------------------
 T_SECTION=tmp-xattrs
@@ -88,7 +90,7 @@ python3 -c "import os; os.setxattr('$UP/attr.txt', 'user.sbx.note', b'hello-xatt
 setcap cap_net_bind_service+ep "$UP/capbin" 2>> "$T_TMP/xattr.err"
 is "$(getcap "$UP/capbin" 2> /dev/null | awk '{print $2}')" cap_net_bind_service=ep \
 	"a file capability and a user.* attribute on A's files (host side, as copy-up would put them)"
-CAPHEX=$(python3 -c "import os; print(os.getxattr('$UP/capbin', 'security.capability').hex())" 2> /dev/null)
+CAPHEX=$(python3 -c "import os; print(os.getxattr('$UP/capbin', 'security.capability').rstrip(b'\\0').hex())" 2> /dev/null)
 sexec "$A" "$TMPFP"
 FP_A=$OUT
 like "$FP_A" 'keep.txt F 640 kept' "A sees its /tmp"
