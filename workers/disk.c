@@ -381,3 +381,21 @@ int disk_make_rootfs(const struct sandbox_paths *p, const char *lower, bool with
 	}
 	return 0;
 }
+
+int disk_fill_tmp(const struct sandbox_paths *p, sbx_err *err)
+{
+	char from[600];
+	cleanup_host_out struct host_out o = { 0 };
+	const char *argv[] = { "cp", "-a", "--one-file-system", from, p->tmp_dir, NULL };
+	struct stat st;
+
+	snprintf(from, sizeof(from), "%s/tmp", p->rootfs);
+	/* the image's, never followed out of it (a symlink to a host path
+	 * would copy the host's files in) */
+	if (lstat(from, &st) < 0)
+		return errno == ENOENT ? 0 : sbx_err_sys(err, "sandbox", "lstat %s", from);
+	if (!S_ISDIR(st.st_mode))
+		return 0;
+	snprintf(from, sizeof(from), "%s/tmp/.", p->rootfs);
+	return host_run_ok("copying the snapshot's /tmp", argv, &tool_opts, &o, err);
+}

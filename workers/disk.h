@@ -16,6 +16,10 @@ int disk_make(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_e
 /* The overlay of lower (the template) and disk/ at rootfs/, with the mount
  * points of the bundle's binds made in it (sbx-init's only with_init). */
 int disk_make_rootfs(const struct sandbox_paths *p, const char *lower, bool with_init, sbx_err *err);
+/* For a sandbox made from a snapshot: the image's /tmp (rootfs/tmp, a
+ * directory of the snapshot's layer) copied into the sandbox's own /tmp on
+ * its disk (tmp_dir, which is mounted over it), attributes and all. */
+int disk_fill_tmp(const struct sandbox_paths *p, sbx_err *err);
 
 /* Attaches img to a free loop device with autoclear (it detaches itself
  * when its last user, the mount, goes) and mounts the ext4 on it at mnt

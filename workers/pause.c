@@ -125,6 +125,9 @@ int sandbox_pause(const struct sandbox_node_cfg *c, const char *id, long long *b
 		goto undo;
 	}
 	*bytes = rm_flat_dir(ckpt, false);
+	/* paused on disk, the stopped container still known to runsc and
+	 * the record still pausing (doc/testing.md) */
+	sandbox_fault_point(c, "pause-saved", id);
 	/* the checkpoint stopped it; runsc still knows the container */
 	if (runsc_remove(c, &p, id, err) < 0)
 		return sbx_err_ctx(err, "pause %s: removing the stopped container", id);
@@ -160,6 +163,9 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 		sbx_err_ctx(err, "resume %s", id);
 		goto undo;
 	}
+	/* restored and running beside its checkpoint, its channel still
+	 * closed (doc/testing.md) */
+	sandbox_fault_point(c, "resume-restored", id);
 	if (sandbox_has_init(c)) {
 		int fd;
 		long long left;

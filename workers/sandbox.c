@@ -412,7 +412,8 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * itself, so the test kills it at exactly this point instead of racing it.
  * Points: start-dir (the sandbox's directory exists), start-volume (its
  * volume is mounted on the host), start-runsc (runsc runs the container);
- * pause.c's pause-checkpoint and resume-restore. */
+ * pause.c's pause-checkpoint, pause-saved, resume-restore and
+ * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen. */
 void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
 {
 	char path[700], pid[24];
@@ -498,6 +499,11 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		sbx_err_sys(err, "sandbox", "mkdir %s", p.chan_dir);
 		goto fail;
 	}
+	/* a snapshot's /tmp is in its layer, under the mount of ours */
+	step = "tmp";
+	if (s->image && disk_fill_tmp(&p, err) < 0)
+		goto fail;
+	step = "channel";
 	if (sandbox_has_init(c) && chan_key_make(&p, key_hex, err) < 0)
 		goto fail;
 	step = "network";

@@ -24,8 +24,14 @@
 #     DIR/layer in overlay form and writes DIR/image.json: {digest, env,
 #     lowers}, the overlay lower directories a sandbox from it stands on (this
 #     layer, then its base's: the template unpacked on this node, or the
-#     snapshot below, pulled the same way). DIR appears complete or not at all
-#     (rename). "present" when it is there already.
+#     snapshot below, pulled the same way). A template version no longer
+#     unpacked on the node (rebuilt since) is no obstacle: its layers, by the
+#     digests the snapshot's manifest records, are unpacked into DIR/base/N.
+#     DIR appears complete or not at all (rename). "present" when it is there
+#     already.
+#
+#   Layers carry user.* extended attributes and file capabilities
+#   (security.capability) in pax headers, both ways.
 set -euo pipefail
 
 prog=sbx-snapshot
@@ -56,6 +62,9 @@ reg_url="http://$registry"
 accept='application/vnd.oci.image.manifest.v1+json'
 repo_re='^sbx/(templates|snapshots)/[a-z0-9][a-z0-9._-]{0,63}$'
 digest_re='^sha256:[0-9a-f]{64}$'
+
+# the extended attributes a layer carries, packed and unpacked alike
+xattr_opts=(--xattrs --xattrs-include='user.*' --xattrs-include='security.capability')
 
 c() { curl -sS --noproxy '*' --connect-timeout 5 --max-time 600 "$@"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
@@ -139,8 +148,11 @@ push() {
 	whiteouts "$dir"
 	local layer="$work/layer.tar.gz" diffid ldigest lsize
 	# the sandbox's mount points (made by the node at each start) are not its work
-	tar -C "$dir" --sort=name --numeric-owner --format=gnu \
-		--exclude='./run/sbx' --exclude='./.sbx' -cf "$work/layer.tar" .
+	# pax, for the extended attributes: user.* and file capabilities
+	# (security.capability) are the sandbox's; trusted.overlay.* are
+	# overlay's bookkeeping (whiteouts() turned the opaque ones into files)
+	tar -C "$dir" --sort=name --numeric-owner --format=posix --pax-option=delete=atime,delete=ctime \
+		"${xattr_opts[@]}" --exclude='./run/sbx' --exclude='./.sbx' -cf "$work/layer.tar" .
 	diffid="sha256:$(sha "$work/layer.tar")"
 	gzip -n -6 <"$work/layer.tar" >"$layer"
 	rm -f "$work/layer.tar"
@@ -204,6 +216,30 @@ for d, dirs, files in os.walk(top):
 EOF
 }
 
+# base_layers TMP REPO BASE: the layers of TMP/manifest.json below its last
+# (the base image's), each checked against its digest and unpacked into
+# TMP/base/N in overlay form, 0 the lowest; sets nbase.
+base_layers() {
+	local t=$1 r=$2 d i=0
+	nbase=0
+	mkdir "$t/base"
+	for d in $(jq -r '.layers[:-1][].digest' "$t/manifest.json"); do
+		[[ "$d" =~ $digest_re ]] || die "bad layer digest in the manifest: $d"
+		c -f -o "$t/base/blob" "$reg_url/v2/$r/blobs/$d" ||
+			die "$3 is not unpacked on this node and its layer $d cannot be read from the registry"
+		[ "sha256:$(sha "$t/base/blob")" = "$d" ] || die "the base layer does not match $d"
+		mkdir "$t/base/$i"
+		# (tar finds the compression itself)
+		tar -C "$t/base/$i" --numeric-owner "${xattr_opts[@]}" -xpf "$t/base/blob" ||
+			die "cannot unpack the base layer $d"
+		rm -f "$t/base/blob"
+		to_overlay "$t/base/$i"
+		i=$((i + 1))
+	done
+	[ "$i" -gt 0 ] || die "$3 is not unpacked on this node and the snapshot's manifest records no base layer"
+	nbase=$i
+}
+
 # pull: the snapshot's own layer (the last of its image) unpacked into
 # DEST/layer in overlay form, and DEST/image.json: {digest, env, lowers}, the
 # overlay lower directories top first: this layer, then its base's (a
@@ -234,7 +270,8 @@ pull() {
 	c -f -o "$tmp/layer.tar.gz" "$reg_url/v2/$irepo/blobs/$ldigest" || die "cannot read the layer of $image"
 	[ "sha256:$(sha "$tmp/layer.tar.gz")" = "$ldigest" ] || die "the layer does not match its digest"
 	mkdir "$tmp/layer"
-	tar -C "$tmp/layer" --numeric-owner -xpzf "$tmp/layer.tar.gz" || die "cannot unpack the layer of $image"
+	tar -C "$tmp/layer" --numeric-owner "${xattr_opts[@]}" -xpzf "$tmp/layer.tar.gz" ||
+		die "cannot unpack the layer of $image"
 	rm -f "$tmp/layer.tar.gz"
 	to_overlay "$tmp/layer"
 
@@ -242,8 +279,16 @@ pull() {
 	case "$brepo" in
 	sbx/templates/*)
 		local troot="$templates/${brepo#sbx/templates/}/${bdigest#sha256:}/rootfs"
-		[ -d "$troot" ] || die "template ${brepo#sbx/templates/} ($bdigest) is not on this node"
-		lowers=$(jq -cn --arg t "$troot" '[$t]')
+		if [ -d "$troot" ]; then
+			lowers=$(jq -cn --arg t "$troot" '[$t]')
+		else
+			# that version of the template is no longer unpacked here
+			# (rebuilt since): its layers, which the manifest records
+			# and the snapshot's repository holds (mounted at the push),
+			# are unpacked beside ours
+			base_layers "$tmp" "$irepo" "$base"
+			lowers=$(jq -cn --arg d "$dest/base" --argjson n "$nbase" '[range($n - 1; -1; -1) | "\($d)/\(.)"]')
+		fi
 		;;
 	*)
 		# another snapshot below this one: its layers come after ours

@@ -1,8 +1,10 @@
 /* A snapshot of one running sandbox (sandbox.h): its overlay upper
  * directory (everything the sandbox wrote, deleted files as overlay
- * whiteouts) is copied aside while the sandbox's cgroup is frozen, so the
- * copy is one moment of its filesystem and no file is read half-written;
- * the sandbox runs on right after the copy. The copy is then packed as an
+ * whiteouts) and its /tmp (on its disk, copy_tmp) are copied aside while
+ * the sandbox's cgroup is frozen, so the copy is one moment of its
+ * filesystem and no file is read half-written; the sandbox runs on right
+ * after the copy. Extended attributes (user.*, file capabilities) go along
+ * (cp -a, and the helper's pax headers). The copy is then packed as an
  * OCI layer on top of the image the sandbox started from and pushed to the
  * registry by the sbx-snapshot helper (shared tools and registry calls with
  * templates/build). Intermediate files live under
@@ -15,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 #include "cleanup.h"
 #include "clock.h"
@@ -75,9 +78,40 @@ static int rm_tree(const char *dir)
 	return 0;
 }
 
-/* cp -a of the upper directory with every task of the sandbox stopped. */
-static int copy_frozen(const struct sandbox_node_cfg *c, const char *id, const char *upper, const char *dst,
-		       sbx_err *err)
+/* The sandbox's /tmp into the copy at DST/tmp. It is a directory on the
+ * sandbox's disk bind-mounted over the image's /tmp (oci.c), not in the
+ * upper directory, yet part of the filesystem the sandbox sees: all of it,
+ * so the layer's /tmp is opaque (whiteouts() makes it the OCI marker) and
+ * hides whatever the image below has there. */
+static int copy_tmp(const struct sandbox_paths *p, const char *dst, struct host_run_opts *ro, sbx_err *err)
+{
+	char to[700];
+	cleanup_host_out struct host_out o1 = { 0 }, o2 = { 0 };
+	struct stat st;
+
+	if (lstat(p->tmp_dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return 0; /* none (a sandbox made before /tmp moved to its disk) */
+	snprintf(to, sizeof(to), "%s/tmp", dst);
+	{
+		/* what the upper directory had there is hidden by the mount */
+		const char *argv[] = { "rm", "-rf", "--one-file-system", to, NULL };
+		if (host_run_ok("rm", argv, ro, &o1, err) < 0)
+			return -1;
+	}
+	{
+		const char *argv[] = { "cp", "-a", "--one-file-system", p->tmp_dir, to, NULL };
+		if (host_run_ok("copying /tmp", argv, ro, &o2, err) < 0)
+			return -1;
+	}
+	if (lsetxattr(to, "trusted.overlay.opaque", "y", 1, 0) < 0)
+		return sbx_err_sys(err, "snapshot", "mark %s opaque", to);
+	return 0;
+}
+
+/* cp -a of the upper directory and of /tmp with every task of the sandbox
+ * stopped. */
+static int copy_frozen(const struct sandbox_node_cfg *c, const char *id, const struct sandbox_paths *p,
+		       const char *upper, const char *dst, sbx_err *err)
 {
 	const char *argv[] = { "cp", "-a", "--one-file-system", upper, dst, NULL };
 	cleanup_host_out struct host_out o = { 0 };
@@ -104,6 +138,8 @@ static int copy_frozen(const struct sandbox_node_cfg *c, const char *id, const c
 	sandbox_fault_point(c, "snapshot-frozen", id);
 	ro.timeout_ms = COPY_TIMEOUT_MS;
 	r = host_run_ok("copying the writable layer", argv, &ro, &o, err);
+	if (r == 0)
+		r = copy_tmp(p, dst, &ro, err);
 	/* thawed whatever the copy did (one the idle pass froze stays so) */
 	if (!was_frozen && sandbox_thaw(id, &e2) < 0)
 		log_warnx("sandbox %s: thaw after the snapshot copy: %s", id, e2.msg);
@@ -145,7 +181,7 @@ int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const str
 	if (sandbox_has_init(c) && runsc_sync(c, &p, id, &e2) < 0)
 		log_warnx("sandbox %s: sync before the snapshot: %s", id, e2.msg);
 	sandbox_fault_point(c, "snapshot-copy", id);
-	if (copy_frozen(c, id, upper, copy, err) < 0) {
+	if (copy_frozen(c, id, &p, upper, copy, err) < 0) {
 		sbx_err_ctx(err, "snapshot %s", rq->snapshot_id);
 		goto out;
 	}

@@ -19,7 +19,11 @@
 #    ready, the channel works again, the process never stopped, and the next
 #    pause works; and in the middle of a resume (stopped at resume-restore):
 #    the record goes back to paused, the checkpoint kept, and the next
-#    resume brings the same process back;
+#    resume brings the same process back; killed after the restore, before
+#    the channel reopens (resume-restored): settled to paused, the restored
+#    container removed, the next resume brings the process back; killed
+#    after the checkpoint is complete, before the record (pause-saved):
+#    settled to paused, and it resumes;
 #  - a sandbox paused longer than paused_limit is destroyed by the reaper
 #    with destroy_reason paused_too_long, and nothing is left on the node.
 . "$(dirname "$0")/lib.sh"
@@ -27,7 +31,8 @@
 t_require --root "runsc" runsc jq
 require_stack
 t_on_exit sb_cleanup
-rm -f "$SB_STATE/faults/pause-checkpoint".* "$SB_STATE/faults/resume-restore".*
+rm -f "$SB_STATE/faults/pause-checkpoint".* "$SB_STATE/faults/resume-restore".* \
+	"$SB_STATE/faults/pause-saved".* "$SB_STATE/faults/resume-restored".*
 
 REAPER_INTERVAL=$(conf_get reaper_interval)
 : "${REAPER_INTERVAL:=10}"
@@ -167,6 +172,69 @@ is "$STATUS" 200 "the next resume is taken on"
 ok 'wait_status "$ID" ready' "and done"
 c4=$(counter "$ID")
 is "${c4%% *}" "$tok0" "the same process, from the checkpoint"
+req nginx POST "/sandboxes/$ID/pause"
+ok 'wait_status "$ID" paused' "paused again"
+
+# stopped_at POINT: waits for the pause or resume process of ID to stop at
+# the armed fault point POINT (and disarms it).
+stopped_at() {
+	local P
+	P=$(sb_place "$ID")
+	wait_until 60 test -s "$SB_STATE/faults/$1.$P.pid"
+	rm -f "$SB_STATE/faults/$1.armed"
+	test -s "$SB_STATE/faults/$1.$P.pid"
+}
+# kill_node: SIGKILLs the node agent (the stopped process dies with it).
+kill_node() {
+	node_old=$(worker_pid node)
+	mark=$(log_mark)
+	[ -n "$node_old" ] && kill -KILL "$node_old" 2> /dev/null
+}
+
+# ---- the node agent killed after the restore, before the channel reopens -------------
+T_SECTION=crash-resume-restored
+rm -f "$SB_STATE/faults/resume-restored".*
+touch "$SB_STATE/faults/resume-restored.armed"
+req nginx POST "/sandboxes/$ID/resume"
+is "$STATUS" 200 "a resume is taken on"
+ok 'stopped_at resume-restored' "its process stopped at resume-restored"
+is "$(sb_runsc_state "$ID") $(sb_db "$ID" status)" "running resuming" \
+	"the sandbox restored (running) beside its checkpoint, the record resuming"
+kill_node
+ok "[ -n '$node_old' ]" "the node agent (pid $node_old) is SIGKILLed there"
+rm -f "$SB_STATE/faults/resume-restored".*
+wait_until 60 sb_status_is "$ID" paused
+is "$(sb_db "$ID" status)" paused "the restarted node agent settles it to paused (the checkpoint is the truth)"
+wait_until 30 test -z "$(sb_runsc_state "$ID")"
+is "$(sb_runsc_state "$ID")" "" "and the restored container is gone (no two copies of the sandbox)"
+wait_until 30 node_consuming_since "$mark"
+req nginx POST "/sandboxes/$ID/resume"
+is "$STATUS" 200 "the next resume is taken on"
+ok 'wait_status "$ID" ready' "and done"
+c5=$(counter "$ID")
+is "${c5%% *}" "$tok0" "the same process, from the checkpoint"
+
+# ---- the node agent killed after the checkpoint, before the record ------------------
+T_SECTION=crash-pause-saved
+rm -f "$SB_STATE/faults/pause-saved".*
+touch "$SB_STATE/faults/pause-saved.armed"
+req nginx POST "/sandboxes/$ID/pause"
+is "$STATUS" 200 "a pause is taken on"
+ok 'stopped_at pause-saved' "its process stopped at pause-saved"
+ok "[ -d '$SB_STATE/sandboxes/$(sb_place "$ID")/checkpoint' ] && [ '$(sb_db "$ID" status)' = pausing ]" \
+	"the checkpoint complete, the record pausing"
+kill_node
+ok "[ -n '$node_old' ]" "the node agent (pid $node_old) is SIGKILLed there"
+rm -f "$SB_STATE/faults/pause-saved".*
+wait_until 60 sb_status_is "$ID" paused
+is "$(sb_db "$ID" status)" paused "the restarted node agent settles it to paused"
+wait_until 30 node_consuming_since "$mark"
+req nginx POST "/sandboxes/$ID/resume"
+is "$STATUS" 200 "a resume is taken on"
+ok 'wait_status "$ID" ready' "and done (the stopped container runsc still knew is no obstacle)"
+c6=$(counter "$ID")
+is "${c6%% *}" "$tok0" "the same process"
+ok "[ '${c6##* }' -gt '${c5##* }' ] 2> /dev/null" "still counting (${c6##* })"
 req nginx POST "/sandboxes/$ID/pause"
 ok 'wait_status "$ID" paused' "paused again"
 
