@@ -50,5 +50,7 @@ nd_stop() {
 	awk -v p="$ND_DIR/" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo | sort -r |
 		while read -r m; do umount -l "$m" 2> /dev/null; done
 	rm -rf "$ND_DIR"
+	# the (empty) cgroups of --cgroup-parent
+	rmdir /sys/fs/cgroup/*/sbx-nomad-test /sys/fs/cgroup/sbx-nomad-test 2> /dev/null
 	return 0
 }

@@ -622,7 +622,10 @@ class Handler(BaseHTTPRequestHandler):
                 c, r = t.get("Config") or {}, t.get("Resources") or {}
                 for sub in ("local", "secrets"):
                     os.makedirs(os.path.join(adir, t["Name"], sub), mode=0o755, exist_ok=True)
-                rc, err = self.docker(["pull", "-q", c["image"]])
+                # as Nomad's docker driver: pulled when missing (or force_pull)
+                rc, err = self.docker(["image", "inspect", c["image"]])
+                if rc or c.get("force_pull"):
+                    rc, err = self.docker(["pull", "-q", c["image"]])
                 if rc:
                     why = f'Failed to pull `{c["image"]}`: {err}'
                     break
