@@ -129,10 +129,10 @@ like "$(dk inspect -f '{{json .Config.Env}}' "$C")" "\"SBX_CHANNEL_KEY=${KEY:-no
 T_SECTION=exec
 req nginx POST "/sandboxes/$A/exec" "$(rt_json 'echo out-$((6*7)); echo err >&2; exit 3')" -H 'Content-Type: application/json'
 is "$STATUS $(j .data.exit_code)" "200 3" "exec: 200 with the command's exit code"
-is "$(j .data.stdout)|$(j .data.stderr)" "out-42
-|err
-" "its stdout and stderr"
-like "$(rt_sh "$A" 'dmesg 2>/dev/null | head -n 3')" "gVisor" "the command runs inside gVisor"
+is "$(j '.data.stdout + "|" + .data.stderr')" "out-42
+|err" "its stdout and stderr"
+like "$(rt_sh "$A" 'dmesg 2>/dev/null | head -n 3; uname -v')" "gVisor|Jan 10 15:06:54 PST 2016" \
+	"the command runs inside gVisor"
 is "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "/.sbx/sbx-init --channel /alloc/sbx-init.sock --nproc 2048 " \
 	"PID 1 is sbx-init, on the allocation's channel"
 unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "SBX_CHANNEL_KEY" \
