@@ -25,7 +25,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 24
+plan 26
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
