@@ -25,7 +25,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 26
+plan 27
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -137,6 +137,8 @@ like "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "^/.sbx/sbx-init --chan
 	"PID 1 is sbx-init, on the allocation's channel"
 unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "${KEY:-the key}" \
 	"the channel key is not visible inside (sbx-init cleared it)"
+is "$(rt_sh "$A" "sed -n '3,\$p' /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '")" "lo " \
+	"no network interface but loopback: no route out, whatever the egress policy (CNI is not modelled)"
 
 tag=nr$RANDOM
 rt_stream_start "$T_TMP/s" "/sandboxes/$A/exec" \
