@@ -14,6 +14,8 @@
 #  - exec (JSON: output and exit code; streamed: output arrives while the
 #    command runs, then done with its exit code) runs inside gVisor;
 #  - a file uploaded is read back byte-exact, inside and through the API;
+#  - a restarted node agent adopts the running sandbox again (its state in
+#    state_dir/nomad): exec works on;
 #  - destroy: the container is gone, the job purged, the allocation's
 #    directory and the node's adoption removed; the sandbox answers 404.
 # Not covered (the contract server's header says why): CNI networking and
@@ -25,7 +27,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 27
+plan 29
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -166,6 +168,13 @@ is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" "inside, the 
 req nginx GET "/sandboxes/$A/files/tmp/r3.bin"
 rt_body nginx
 is "$STATUS $(sha256sum < "$T_TMP/body" | cut -d' ' -f1)" "200 $R3" "download gives back the same bytes"
+
+# ---- the node agent restarts -------------------------------------------------------------
+T_SECTION=restart
+nm_reload
+ok $? "the worker restarted (its node agent too)"
+is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" \
+	"the new node agent adopts the running sandbox again: exec works, the file is there"
 
 # ---- destroy ------------------------------------------------------------------------
 T_SECTION=destroy
