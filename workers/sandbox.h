@@ -23,6 +23,8 @@
  *     bundle/config.json        OCI spec
  *     sandbox.pid                the sentry's host pid (runsc --pid-file)
  *     runsc.log, console.log     runsc's log; PID 1's own stdout/stderr
+ *   nomad/ID/                   a sandbox Nomad runs here, adopted (adopt.c):
+ *                               its channel key and allocation id only
  *
  * The process that calls sandbox_start becomes a child subreaper
  * (PR_SET_CHILD_SUBREAPER): every sentry becomes its child once runsc
