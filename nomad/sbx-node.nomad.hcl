@@ -56,6 +56,9 @@ job "sbx-node" {
           {{- end }}
           node_id = {{ env "node.unique.name" }}
           state_dir = /var/lib/sbx
+          # the client's data_dir/alloc: the agent reaches the sbx-init of
+          # each sandbox Nomad runs here in its allocation's directory
+          nomad_alloc_dir = /var/lib/nomad/alloc
           worker_pidfile = /run/sbx/sbx-worker.pid
           registry_url = http://registry.service.consul:5000
           # only the node agent here: provisioners and reapers run where

@@ -11,7 +11,9 @@
 #include "db.h"
 #include "err.h"
 #include "id.h"
+#include <jansson.h>
 #include "mq.h"
+#include "msg.h"
 #include "settings.h"
 
 /* What a driver needs to know of a sandbox (read from its record). */
@@ -61,6 +63,12 @@ struct driver {
 
 extern const struct driver_ops driver_local_ops;
 extern const struct driver_ops driver_nomad_ops;
+
+struct sbx_reply;
+/* One request to a node agent (its queue sbx.node.<node_id>) and its
+ * {ok, error, code, extra...} reply, within timeout_ms. */
+int driver_node_call(struct driver *d, const char *node_id, enum sbx_msg_kind k, json_t *body, int timeout_ms,
+		     const char *const *extra, struct sbx_reply *rep, sbx_err *err);
 
 /* Picks the driver the `driver` setting names (local or nomad). */
 int driver_init(struct driver *d, const sbx_config *cfg, sbx_err *err);

@@ -91,6 +91,12 @@ static int node_call(struct driver *d, const char *node_id, enum sbx_msg_kind k,
 	return 0;
 }
 
+int driver_node_call(struct driver *d, const char *node_id, enum sbx_msg_kind k, json_t *body, int timeout_ms,
+		     const char *const *extra, struct sbx_reply *rep, sbx_err *err)
+{
+	return node_call(d, node_id, k, body, timeout_ms, extra, rep, err);
+}
+
 static int local_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
 	static const char *const extra[] = { "container_id", "placement_id", NULL };

@@ -7,10 +7,13 @@
  * request has a bound (nomad_timeout_ms, plus the wait of a blocking
  * query), so a slow or silent Nomad becomes a 503 with the reason, never a
  * hung provisioner. Commands, files and egress stay the node agent's
- * (routed by the allocation's node name), never Nomad's exec API.
+ * (routed by the allocation's node name), never Nomad's exec API: once the
+ * allocation runs, that agent adopts the sandbox (adopt.c) with the
+ * channel key the job gave sbx-init, and only its answer makes it ready.
  *
  * Tested against t/nomad-contract/server.py, a contract server that
- * answers as Nomad's documented API does; it does not run the task. */
+ * answers as Nomad's documented API does (it is not Nomad) and runs the
+ * task through Docker with runsc the way Nomad's docker driver would. */
 #include "config.h"
 #include <ctype.h>
 #include <curl/curl.h>
@@ -22,12 +25,14 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+#include "chanauth.h"
 #include "cleanup.h"
 #include "daemon.h"
 #include "driver.h"
 #include "json.h"
 #include "log.h"
 #include "nomad_job.h"
+#include "reply.h"
 #include "roles.h"
 #include "sandbox_state.h"
 
@@ -332,10 +337,46 @@ static int wait_running(struct driver *d, const char *job, const char *eval_id, 
 	}
 }
 
+/* The allocation's node agent takes the sandbox over: it connects to the
+ * sbx-init Nomad started (its socket in the allocation's directory) and
+ * proves both ends with the channel key; it answers once sbx-init has
+ * answered, which is what makes the sandbox ready. */
+static int adopt(struct driver *d, const struct sandbox_rec *s, const char *node, const char *alloc_id,
+		 const char *key_hex, long long deadline, sbx_err *err)
+{
+	cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id", s->id, "placement_id", s->id,
+					      "alloc_id", alloc_id, "chan_key", key_hex);
+	cleanup_reply struct sbx_reply rep = { 0 };
+	long long left = deadline - now_ms();
+
+	if (driver_node_call(d, node, SBX_MSG_ADOPT, body, left > 2000 ? (int)left : 2000, NULL, &rep, err) < 0)
+		return sbx_err_ctx(err, "handing the sandbox to its node agent");
+	if (!rep.ok)
+		return sbx_err_set(err, 503, "start_failed", "node %s could not take the sandbox over: %s", node,
+				   rep.error ? rep.error : "no reason given");
+	return 0;
+}
+
+/* The node agent forgets a sandbox it adopted (its ops end); best effort:
+ * a node that does not answer finds the allocation gone by itself. */
+static void forget(struct driver *d, const struct sandbox_rec *s, const char *node)
+{
+	cleanup_json json_t *body = json_pack("{s:s, s:s}", "sandbox_id", s->id, "placement_id", s->id);
+	cleanup_reply struct sbx_reply rep = { 0 };
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!node[0])
+		return;
+	if (driver_node_call(d, node, SBX_MSG_DESTROY, body, 5000, NULL, &rep, &err) < 0 || !rep.ok)
+		log_warnx("sandbox %s: node %s did not confirm it let the sandbox go: %s", s->id, node,
+			  err.msg[0] ? err.msg : rep.error ? rep.error : "no reason given");
+}
+
 static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
 	const sbx_config *c = d->cfg;
-	char job[64], image[512], scope[400], path[500], eval_id[80];
+	char job[64], image[512], scope[400], path[500], eval_id[80], key_hex[SBX_CHAN_KEY_HEX + 1];
+	uint8_t key[SBX_CHAN_KEY_LEN];
 	cleanup_json json_t *env = NULL, *body = NULL;
 	cleanup_free char *text = NULL;
 	cleanup_nresp struct nresp r = { 0 };
@@ -351,6 +392,12 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		return -1;
 	if (s->volume_id[0])
 		return sbx_err_set(err, 503, "start_failed", "volumes are not supported by the Nomad driver yet");
+	/* sbx-init's channel key, as the local driver makes one per sandbox:
+	 * to the task in its env, to the node agent in the adopt request */
+	if (sbx_chan_random(key, sizeof(key), err) < 0)
+		return -1;
+	sbx_chan_key_hex(key, key_hex);
+	explicit_bzero(key, sizeof(key));
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
 	body = nomad_job_build(&(struct nomad_job_spec){
 		.sandbox_id = s->id,
@@ -365,6 +412,7 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		.pids_limit = (int)sbx_cfg_int(c, "sandbox_pids_max"),
 		.nproc = (int)sbx_cfg_int(c, "sandbox_nproc"),
 		.env = env,
+		.chan_key = key_hex,
 	});
 	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	if (!text)
@@ -387,13 +435,22 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		goto undo;
 	}
 	/* node-level work is routed to the node agent of the allocation's
-	 * client: its node_id is the Nomad node's name (nomad/sbx-node.nomad.hcl) */
+	 * client: its node_id is the Nomad node's name (nomad/sbx-node.nomad.hcl).
+	 * The placement is the sandbox's own id: the id sbx-init's handshake
+	 * names (SBX_SANDBOX_ID in the job) */
 	snprintf(out->node_id, sizeof(out->node_id), "%s", a.node_name[0] ? a.node_name : a.node_id);
 	snprintf(out->container_id, sizeof(out->container_id), "%s", a.id);
-	snprintf(out->placement_id, sizeof(out->placement_id), "%s", s->placement_id);
+	snprintf(out->placement_id, sizeof(out->placement_id), "%s", s->id);
 	log_info("sandbox %s: Nomad allocation %s running on %s", s->id, a.id, out->node_id);
+	if (adopt(d, s, out->node_id, a.id, key_hex, deadline, err) < 0) {
+		forget(d, s, out->node_id);
+		goto undo;
+	}
+	explicit_bzero(key_hex, sizeof(key_hex));
+	log_info("sandbox %s: node %s took it over (sbx-init answered)", s->id, out->node_id);
 	return 0;
 undo:
+	explicit_bzero(key_hex, sizeof(key_hex));
 	if (deregister(d, job, &uerr) < 0)
 		log_warnx("sandbox %s: deregistering Nomad job %s failed (%s); the reaper retries", s->id, job, uerr.msg);
 	return -1;
@@ -425,6 +482,9 @@ static int nomad_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err 
 		return driver_local_ops.destroy(d, s, err);
 	if (!nomad_job_sandbox(job))
 		return sbx_err_set(err, 500, "internal", "the record names a Nomad job that is not ours");
+	/* its node agent first, so its ops end with "being destroyed" rather
+	 * than with a dead sandbox */
+	forget(d, s, s->node_id);
 	if (deregister(d, job, err) < 0)
 		return -1;
 	log_info("sandbox %s: Nomad job %s deregistered", s->id, job);

@@ -287,8 +287,9 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 	sbx_err err = SBX_ERR_INIT;
 
 	if (sbx_db_query(e->db, &r, &err,
+			 /* a sandbox Nomad runs has no network of ours (doc/nomad.md) */
 			 "SELECT placement_id, egress_mode, egress_allow::text FROM sandboxes WHERE node_id = $1 "
-			 "AND status = 'ready' FOR SHARE SKIP LOCKED",
+			 "AND status = 'ready' AND nomad_alloc_id IS NULL FOR SHARE SKIP LOCKED",
 			 1, node_id) < 0)
 		return;
 	for (int i = 0; i < PQntuples(r); i++) {

@@ -35,7 +35,8 @@ static const char *who(const struct sb *s)
  * member is idle by nature, and pool.c thaws it at its hand-over. */
 static bool freezable(const struct sb *s)
 {
-	return s->st == SB_READY || (s->st == SB_POOL && s->pool);
+	/* a sandbox Nomad runs is in Docker's cgroups, not runsc's of ours */
+	return !s->nomad && (s->st == SB_READY || (s->st == SB_POOL && s->pool));
 }
 
 void idle_ready(struct sb *s, bool adopted)

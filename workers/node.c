@@ -60,6 +60,7 @@ struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int
 			snprintf(s->id, sizeof(s->id), "%s", id);
 			s->memory_mb = mem;
 			s->disk_gb = disk;
+			s->nomad = sandbox_adopted(&n->sc, id);
 			return s;
 		}
 	return NULL;
@@ -388,6 +389,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	case SBX_MSG_EGRESS:
 		node_on_egress(n, m, body);
 		break;
+	case SBX_MSG_ADOPT:
+		node_on_adopt(n, m, body);
+		break;
 	case SBX_MSG_DESTROY: {
 		const char *sid = NULL;
 		struct sb *s;
@@ -619,6 +623,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->sc.net = &n->net;
 	n->sc.snapshot_helper = n->snap_helper;
 	n->sc.registry = n->registry;
+	n->sc.nomad_alloc_dir = sbx_cfg_str(cfg, "nomad_alloc_dir");
 	n->sc.start_timeout_ms = (int)sbx_cfg_int(cfg, "start_timeout") * 1000;
 	log_info("node agent #%d started (node %s, state %s, init %s)", index, n->node_id, n->sc.state_dir,
 		 n->init_path);

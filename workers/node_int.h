@@ -44,6 +44,8 @@ struct sb {
 	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
 	struct sb_idle idle; /* idle.c: frozen while idle */
+	bool nomad;       /* Nomad runs it; this agent adopted it (adopt.c): its
+	                   * channel is ours, its container and cgroups are not */
 };
 
 enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
@@ -111,6 +113,9 @@ int node_op_spawn_snapshot(struct node *n, const char *id, const char *snap_id);
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body);
 void node_on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body);
 void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body);
+/* adopt {sandbox_id, placement_id, alloc_id, chan_key}: a sandbox Nomad
+ * started here (driver = nomad); answered once its sbx-init answered. */
+void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body);
 int node_admit_volume(struct node *n, int gb, char *why, size_t whysz);
 /* Answers a control request now. */
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen */);

@@ -82,6 +82,12 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 	}
 	if (!(s = node_served(n, m, id, sid)))
 		return;
+	if (s->nomad) {
+		/* its container is Docker's, not a runsc container of ours */
+		node_reply_msg(n, m, sbx_reply_fail("not_supported",
+						    "snapshots of sandboxes Nomad runs are not supported yet"));
+		return;
+	}
 	if (node_op_find(n, id)) {
 		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
 		return;

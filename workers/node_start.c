@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 #include "cleanup.h"
 #include "egress.h"
 #include "id.h"
@@ -147,6 +148,14 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 							   "no such sandbox on this node"));
 		return;
 	}
+	if (s->nomad) {
+		/* no network of ours: Nomad's task has no route out (doc/nomad.md) */
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("not_supported",
+					  "egress changes are not supported for sandboxes Nomad runs yet "
+					  "(they have no route out)"));
+		return;
+	}
 	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {
 		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
 		send_reply(n, m->reply_to, m->correlation_id,
@@ -155,6 +164,58 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 	}
 	send_reply(n, m->reply_to, m->correlation_id,
 		   json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}"));
+}
+
+void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	const char *id = NULL, *sid = NULL, *alloc = NULL, *key = NULL;
+	json_error_t jerr;
+	sbx_err err = SBX_ERR_INIT;
+	struct sb *s;
+	int fd = -1;
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &id,
+			   "alloc_id", &alloc, "chan_key", &key) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid)) {
+		log_warnx("rejecting a malformed adopt request");
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed adopt request"));
+		return;
+	}
+	s = sb_find(n, id);
+	if (s) {
+		/* a repeated request (a provisioner restarted) is answered as the first */
+		bool same = s->nomad && s->st == SB_READY && !strcmp(s->sandbox_id, sid);
+		send_reply(n, m->reply_to, m->correlation_id,
+			   same ? sbx_reply_ok() : sbx_reply_fail(NULL, "the placement is taken on this node"));
+		return;
+	}
+	if (sandbox_adopt(&n->sc, id, alloc, key, &err) < 0) {
+		log_warnx("sandbox %s: adopting Nomad allocation %s: %s", sid, alloc, err.msg);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
+		return;
+	}
+	/* In the loop, bounded, as the relay's own connects are: Nomad reports
+	 * the task running once its container started, and sbx-init listens a
+	 * few ms later. Its handshake with this key is what makes it ready. */
+	if (sandbox_connect(&n->sc, id, 3000, &fd, &err) < 0) {
+		sbx_err e2 = SBX_ERR_INIT;
+		log_warnx("sandbox %s: Nomad allocation %s: %s", sid, alloc, err.msg);
+		if (sandbox_adopted_forget(&n->sc, id, &e2) < 0)
+			log_warnx("sandbox %s: %s", sid, e2.msg);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
+		return;
+	}
+	close(fd);
+	s = sb_add(n, id, SB_READY, 0, 0); /* Nomad admitted its memory and disk */
+	if (!s) {
+		sbx_err e2 = SBX_ERR_INIT;
+		sandbox_adopted_forget(&n->sc, id, &e2);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", "the node tracks too many sandboxes"));
+		return;
+	}
+	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
+	log_info("sandbox %s: adopted Nomad allocation %s as placement %s (sbx-init answered)", sid, alloc, id);
+	send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 }
 
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)

@@ -58,6 +58,11 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 	if (!env)
 		return NULL;
 	json_object_set_new(env, "SBX_SANDBOX_ID", json_string(s->sandbox_id));
+	/* in the job's env, so whoever may read-job in the namespace reads it
+	 * (doc/nomad.md: a Nomad Variable rendered by a template is the
+	 * intended hardening) */
+	if (s->chan_key)
+		json_object_set_new(env, "SBX_CHANNEL_KEY", json_string(s->chan_key));
 	/* Under runsc the capabilities gate syscalls that never reach the host:
 	 * root inside keeps them all, as with the local driver. sbx-init is
 	 * PID 1, bound read-only from the client (never from the image). */

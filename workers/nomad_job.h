@@ -25,6 +25,9 @@ struct nomad_job_spec {
 	int cpu, memory_mb;
 	int pids_limit, nproc;
 	json_t *env; /* {"K":"V"}, borrowed; may be NULL */
+	/* sbx-init's channel key (hex, chanauth.h), given to the task as
+	 * SBX_CHANNEL_KEY (sbx-init reads and removes it at start); NULL: none */
+	const char *chan_key;
 };
 
 /* {"Job": {...}} for POST /v1/jobs; NULL only when out of memory. */

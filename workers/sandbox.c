@@ -285,6 +285,8 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 
 	if (check_cfg(c, id, err) < 0)
 		return -1;
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_connect(c, id, timeout_ms, fd, err);
 	if (!sandbox_has_init(c))
 		return sbx_err_set(err, 500, "no_init", "sandboxes run without sbx-init (init_path is empty)");
 	sandbox_paths(c, id, &p);
@@ -378,6 +380,9 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 {
 	if (check_cfg(c, id, err) < 0)
 		return -1;
+	/* Nomad's allocation: the provisioner deregisters it, the node forgets it */
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_forget(c, id, err);
 	return teardown(c, id, err);
 }
 
@@ -571,6 +576,8 @@ int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, s
 		snprintf(why, whysz, "%s", err.msg);
 		return -1;
 	}
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_alive(c, id, why, whysz);
 	sandbox_paths(c, id, &p);
 	pid = runsc_read_pidfile(&p);
 	if (pid <= 0) {
@@ -628,6 +635,11 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 		while ((e = readdir(d)))
 			host_idset_add(&s, e->d_name, strlen(e->d_name));
 		closedir(d);
+	}
+	/* sandboxes Nomad runs here, adopted (adopt.c) */
+	if (sandbox_adopted_list(c, &s) < 0) {
+		sbx_err_sys(err, "sandbox", "list %s/nomad", c->state_dir);
+		goto fail;
 	}
 	/* 2. runsc's containers */
 	if (runsc_ids(c, &v, &vn, err) < 0)

@@ -23,6 +23,8 @@
  *     bundle/config.json        OCI spec
  *     sandbox.pid                the sentry's host pid (runsc --pid-file)
  *     runsc.log, console.log     runsc's log; PID 1's own stdout/stderr
+ *   nomad/ID/                   a sandbox Nomad runs here, adopted (adopt.c):
+ *                               its channel key and allocation id only
  *
  * The process that calls sandbox_start becomes a child subreaper
  * (PR_SET_CHILD_SUBREAPER): every sentry becomes its child once runsc
@@ -83,6 +85,7 @@ struct sandbox_node_cfg {
 	                           * itself at armed points (doc/testing.md) */
 	const char *snapshot_helper; /* the sbx-snapshot helper (pack, push, pull) */
 	const char *registry;        /* the registry as HOST:PORT */
+	const char *nomad_alloc_dir; /* the Nomad client's data_dir/alloc (adopt.c) */
 };
 
 /* Runs with sbx-init as PID 1 (init_path set), or with the stand-in. */
@@ -164,5 +167,21 @@ void sandbox_list_free(char **ids, size_t n);
  * with code "no_init" when the sandbox runs without sbx-init (init_path ""). */
 int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
 		    sbx_err *err);
+
+/* adopt.c: sandboxes Nomad runs on this node, which the node agent adopts
+ * (doc/nomad.md). sandbox_connect, sandbox_alive, sandbox_destroy and
+ * sandbox_list handle an adopted id through these. */
+bool sandbox_adopted(const struct sandbox_node_cfg *c, const char *id);
+/* Keeps the channel key and the allocation of placement id (state_dir/nomad/ID). */
+int sandbox_adopt(const struct sandbox_node_cfg *c, const char *id, const char *alloc_id, const char *key_hex,
+		  sbx_err *err);
+/* Forgets it (the allocation itself is Nomad's); fine when already gone. */
+int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
+int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
+			    sbx_err *err);
+/* 1: sbx-init's socket takes connections; 0: the task stopped (why); -1: unknown. */
+int sandbox_adopted_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz);
+struct host_idset;
+int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s);
 
 #endif

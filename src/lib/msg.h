@@ -58,6 +58,9 @@ enum sbx_msg_kind {
 	SBX_MSG_DONE,
 	/* the fanout of node events (sbx.events) */
 	SBX_MSG_NODE_STARTED,
+	/* control: provisioner (Nomad driver) -> the allocation's node agent:
+	 * take over a sandbox Nomad started (its sbx-init channel) */
+	SBX_MSG_ADOPT,
 	SBX_MSG_NKINDS
 };
 

@@ -171,6 +171,9 @@ const struct sbx_setting sbx_settings[] = {
 	  "CNI network of the sandboxes on the Nomad clients (the job's network mode is cni/NAME)" },
 	{ "nomad_init_path", SBX_ST_STR, "/usr/libexec/sbx/sbx-init", 0, 0, R, WRK,
 	  "host path of sbx-init on the Nomad clients, bound read-only into each sandbox" },
+	{ "nomad_alloc_dir", SBX_ST_STR, "/var/lib/nomad/alloc", 0, 0, R, WRK,
+	  "the Nomad client's allocation directory on this node (its data_dir/alloc): the node agent "
+	  "reaches the sbx-init of a sandbox Nomad runs here at ID/alloc/sbx-init.sock under it" },
 	{ "nomad_token_file", SBX_ST_STR, "", 0, 0, R, WRK,
 	  "file holding the Nomad ACL token sent as X-Nomad-Token; empty: no token" },
 	{ "nomad_ca_file", SBX_ST_STR, "", 0, 0, R, WRK, "CA bundle that signs Nomad's TLS certificate" },

@@ -2,7 +2,8 @@
 # The Nomad driver (issue 14, doc/nomad.md) against the Nomad contract
 # server (t/nomad-contract/server.py: answers as Nomad's documented HTTP API
 # does and checks every job against Nomad's job specification; it is not
-# Nomad and does not run the task). For the length of the test the stack's
+# Nomad; its client side runs the task through the test's own dockerd with
+# runsc, and this node's agent adopts it: nomadlib.sh). For the length of the test the stack's
 # worker is pointed at it (settings after a marker line, SIGHUP; restored
 # and reloaded at the end). The contract server speaks HTTPS and requires a
 # client certificate, so every request below also proves the driver's TLS
@@ -27,14 +28,21 @@
 #    Nomad lost;
 #  - Nomad unreachable -> 503 with the reason.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/nomadlib.sh"
 
 t_require --root "the stack's worker config and SIGHUP" python3 jq curl
+[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
 REAPER_INTERVAL=$(conf_get reaper_interval)
 : "${REAPER_INTERVAL:=10}"
 LIMIT=$((3 * REAPER_INTERVAL + 10))
-NC_NODE=nomad-contract-client
+# the contract server's client is this machine: its node agent adopts the
+# allocations (a create is ready once it reached sbx-init), and the tasks run
+# through the test's own dockerd (nomadlib.sh; t/integration/nomad-run.t
+# runs commands in them)
+NC_NODE=$(conf_get node_id)
+[ -n "$NC_NODE" ] || NC_NODE=$(hostname)
 NC_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
 NC_PID=""
 NC_PORT=""
@@ -66,7 +74,8 @@ nc_start() {
 	printf '%s\n' "$NC_TOKEN" > "$T_TMP/nomad-token"
 	chmod 600 "$T_TMP/nomad-token"
 	python3 "$SBX_REPO/t/nomad-contract/server.py" --port-file "$T_TMP/nc.port" --token-file "$T_TMP/nomad-token" \
-		--node-name "$NC_NODE" --volumes-enabled --tls-cert "$T_TMP/tls/server.crt" --tls-key "$T_TMP/tls/server.key" \
+		--node-name "$NC_NODE" --volumes-enabled --docker-host "unix://$ND_DIR/docker.sock" \
+		--alloc-dir "$ND_DIR/alloc" --tls-cert "$T_TMP/tls/server.crt" --tls-key "$T_TMP/tls/server.key" \
 		--tls-client-ca "$T_TMP/tls/ca.crt" 2> "$T_TMP/nc.log" &
 	NC_PID=$!
 	wait_until 10 test -s "$T_TMP/nc.port" || return 1
@@ -116,6 +125,7 @@ nm_restore() {
 		NM_CONF_TOUCHED=0
 	fi
 	nc_stop
+	nd_stop
 	return 0
 }
 t_on_exit nm_restore
@@ -127,6 +137,7 @@ admin org limits "$ORG" --max-sandboxes 20 > /dev/null 2>&1
 T_SECTION=setup
 nc_tls
 ok $? "a private CA, a server and a client certificate"
+nd_start || bail "the test's dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
 nc_start
 [ -n "$NC_PORT" ]
 ok $? "the contract server listens on 127.0.0.1:$NC_PORT"
@@ -140,7 +151,8 @@ isnt $? 0 "without a client certificate the TLS handshake fails"
 
 for kv in "driver = nomad" "nomad_addr = https://127.0.0.1:$NC_PORT" "nomad_token_file = $T_TMP/nomad-token" \
 	"nomad_timeout_ms = 1500" "nomad_ca_file = $T_TMP/tls/ca.crt" "nomad_client_cert = $T_TMP/tls/client.crt" \
-	"nomad_client_key = $T_TMP/tls/client.key"; do
+	"nomad_client_key = $T_TMP/tls/client.key" "nomad_init_path = $SBX_BUILD/src/init/sbx-init" \
+	"nomad_alloc_dir = $ND_DIR/alloc"; do
 	printf '%s\n%s\n' "$NM_CONF_MARK" "$kv" >> "$SBX_CONF"
 done
 NM_CONF_TOUCHED=1

@@ -18,9 +18,29 @@ job that the client could not run fails the way Nomad reports it: a
 placement failure on the evaluation (FailedTGAllocs, a blocked evaluation)
 or a dead task with a driver-failure event.
 
-What it does NOT cover: it does not run the task (no docker, no runsc, no
-image pull, no CNI plugin runs; "running" is a state it moves the
-allocation to), it has one node and one region, no deployments, no
+With --docker-host it also plays the client's docker driver: an
+allocation it placed is started through that Docker engine (Debian's
+docker.io, started by the test with runsc registered as a runtime) the way
+Nomad's docker driver does: the task config's image (pulled), runtime,
+command and args, pids_limit, cap_drop/cap_add, mounts, the task's Env plus
+Nomad's NOMAD_* variables, CPU as cpu shares, MemoryMB as the reservation
+and MemoryMaxMB as the hard limit, and the allocation directory
+(--alloc-dir/ALLOC/alloc bound at /alloc, TASK/local at /local,
+TASK/secrets at /secrets). The allocation runs once the container runs;
+a pull or run that fails is a dead task with a "Driver Failure" event
+carrying Docker's error. Deregistering the job removes its allocations'
+containers and directories (a lost allocation's task runs on until then,
+as on a client Nomad's servers lost contact with). Containers carry the label
+sbx-nomad-contract=1, so a test removes whatever is left.
+
+What it does NOT cover: without --docker-host it does not run the task
+("running" is only a state it moves the allocation to). Even with it:
+no CNI plugin runs: the job's network (cni/NAME) is checked against
+--cni-networks, but the container gets Docker's "none" network (its own
+network namespace with loopback only), so a sandbox has no route out
+whatever its egress policy says (doc/nomad.md); no templates, artifacts,
+services, logs API, restarts or health checks; a task that dies after it
+started is not noticed. It has one node and one region, no deployments, no
 multi-region, no real ACL policies (one token that may do everything, or
 none), no leader elections, no per-table indexes (one index for all
 state; Nomad allows such spurious wake-ups of blocking queries), no job
@@ -44,6 +64,7 @@ Control endpoints for tests (not Nomad's), under /_contract/:
   GET  /_contract/state  jobs, allocations, evaluations now
 
 Usage: server.py --port-file FILE [--port N] [--token-file F] [--node-name N]
+                 [--docker-host unix:///PATH --alloc-dir DIR [--docker /usr/bin/docker]]
                  [--node-pool P] [--namespaces a,b] [--cni-networks a,b]
                  [--allow-runtimes runc,runsc] [--allow-caps all]
                  [--volumes-enabled] [--node-memory-mb N]
@@ -55,7 +76,10 @@ that CA (verify_https_client = true).
 
 import argparse
 import json
+import os
 import re
+import shutil
+import subprocess
 import ssl
 import sys
 import threading
@@ -257,6 +281,7 @@ class State:
         self.mode = {"deny": False, "slow_ms": 0, "slow_register_ms": 0, "task_fail": "", "node_memory_mb": args.node_memory_mb,
                      "error_500": False}
         self.node_id = str(uuid.uuid4())
+        self.containers = {}  # alloc id -> [docker container names]
 
     def bump(self):
         """Under self.cv: a change; wakes every blocking query."""
@@ -543,6 +568,22 @@ class Handler(BaseHTTPRequestHandler):
                 why = st.mode["task_fail"]
             if why:
                 break
+        if not why and a.docker_host:
+            # the docker driver's work takes seconds (a pull): outside the lock
+            idx = st.bump()
+            al.update(ModifyIndex=idx,
+                      TaskStates={t["Name"]: self.task_state("pending", [("Received", "Task received by client"),
+                                                                        ("Task Setup", "Building Task Directory"),
+                                                                        ("Driver", "Downloading image")])
+                                  for t in group["Tasks"]})
+            th = threading.Thread(target=self.docker_runs, args=(aid, group), daemon=True)
+            th.start()
+            return
+        self.client_done(al, group, why)
+
+    def client_done(self, al, group, why):
+        """Under st.cv: the allocation's tasks run, or failed with why."""
+        st = self.st
         idx = st.bump()
         if why:
             al.update(ClientStatus="failed", ClientDescription="Failed tasks", ModifyIndex=idx,
@@ -556,6 +597,92 @@ class Handler(BaseHTTPRequestHandler):
                                                                         ("Started", "Task started by client")])
                                   for t in group["Tasks"]})
 
+    # -- the docker driver (--docker-host) ---------------------------------
+    @staticmethod
+    def docker(args, timeout=120):
+        a = Handler.st.args
+        r = subprocess.run([a.docker, "-H", a.docker_host] + args, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=timeout)
+        return r.returncode, (r.stderr.strip().splitlines() or [""])[-1]
+
+    def docker_runs(self, aid, group):
+        """The client's docker driver starts the group's tasks (no lock held)."""
+        st, a = self.st, self.st.args
+        why, names = "", []
+        adir = os.path.join(a.alloc_dir, aid)
+        with st.cv:
+            al = st.allocs.get(aid)
+            env0 = {"NOMAD_ALLOC_ID": aid, "NOMAD_ALLOC_DIR": "/alloc", "NOMAD_TASK_DIR": "/local",
+                    "NOMAD_SECRETS_DIR": "/secrets", "NOMAD_JOB_ID": al["JobID"] if al else "",
+                    "NOMAD_NAMESPACE": al["Namespace"] if al else "", "NOMAD_GROUP_NAME": group["Name"]}
+            st.containers[aid] = names
+        try:
+            os.makedirs(os.path.join(adir, "alloc"), mode=0o755, exist_ok=True)
+            for t in group["Tasks"]:
+                c, r = t.get("Config") or {}, t.get("Resources") or {}
+                for sub in ("local", "secrets"):
+                    os.makedirs(os.path.join(adir, t["Name"], sub), mode=0o755, exist_ok=True)
+                # as Nomad's docker driver: pulled when missing (or force_pull)
+                rc, err = self.docker(["image", "inspect", c["image"]])
+                if rc or c.get("force_pull"):
+                    rc, err = self.docker(["pull", "-q", c["image"]])
+                if rc:
+                    why = f'Failed to pull `{c["image"]}`: {err}'
+                    break
+                name = f'{t["Name"]}-{aid}'
+                cmd = ["run", "-d", "--name", name, "--label", "sbx-nomad-contract=1",
+                       "--runtime", c.get("runtime") or "runc", "--network", "none",
+                       "-v", f'{adir}/alloc:/alloc', "-v", f'{adir}/{t["Name"]}/local:/local',
+                       "-v", f'{adir}/{t["Name"]}/secrets:/secrets']
+                if c.get("pids_limit"):
+                    cmd += ["--pids-limit", str(c["pids_limit"])]
+                for x in c.get("cap_drop") or []:
+                    cmd += ["--cap-drop", x]
+                for x in c.get("cap_add") or []:
+                    cmd += ["--cap-add", x]
+                for m in c.get("mount") or []:
+                    spec = f'type={m.get("type", "volume")},source={m.get("source", "")},target={m["target"]}'
+                    cmd += ["--mount", spec + (",readonly" if m.get("readonly") else "")]
+                if r.get("CPU"):
+                    cmd += ["--cpu-shares", str(r["CPU"])]
+                if r.get("MemoryMB"):
+                    hard = r.get("MemoryMaxMB") or r["MemoryMB"]
+                    cmd += ["--memory", f"{hard}m", "--memory-reservation", f'{r["MemoryMB"]}m']
+                for k, v in list(env0.items()) + [("NOMAD_TASK_NAME", t["Name"])] + list((t.get("Env") or {}).items()):
+                    cmd += ["-e", f"{k}={v}"]
+                if c.get("entrypoint"):
+                    cmd += ["--entrypoint", c["entrypoint"][0]]
+                cmd.append(c["image"])
+                cmd += ([c["command"]] if c.get("command") else []) + (c.get("args") or [])
+                names.append(name)
+                rc, err = self.docker(cmd)
+                if rc:
+                    why = f"failed to start task: {err}"
+                    break
+        except (OSError, subprocess.SubprocessError) as e:
+            why = f"failed to start task: {e}"
+        with st.cv:
+            al = st.allocs.get(aid)
+            gone = not al or al["DesiredStatus"] != "run"
+            if not gone:
+                self.client_done(al, group, why)
+        if gone or why:
+            # a deregister meanwhile found no container yet: this one's to remove
+            self.docker_stop(aid, names)
+
+    def docker_stop(self, aid, names=None):
+        """The allocation stops: its containers and its directory go (no lock held)."""
+        st, a = self.st, self.st.args
+        with st.cv:
+            names = list(names or []) + st.containers.pop(aid, [])
+        for n in sorted(set(names)):
+            self.docker(["rm", "-f", n], timeout=60)
+        shutil.rmtree(os.path.join(a.alloc_dir, aid), ignore_errors=True)
+
+    def stop_later(self, aids):
+        if self.st.args.docker_host and aids:
+            threading.Thread(target=lambda: [self.docker_stop(x) for x in aids], daemon=True).start()
+
     def deregister(self, ns, jid, purge):
         st = self.st
         with st.cv:
@@ -567,8 +694,10 @@ class Handler(BaseHTTPRequestHandler):
             st.evals[eid] = {"ID": eid, "Namespace": ns, "JobID": jid, "Status": "complete",
                              "TriggeredBy": "job-deregister", "Type": st.jobs[(ns, jid)]["Type"],
                              "FailedTGAllocs": None, "CreateIndex": idx, "ModifyIndex": idx}
+            stopped = []
             for aid, al in list(st.allocs.items()):
                 if al["JobID"] == jid and al["Namespace"] == ns:
+                    stopped.append(aid)
                     if purge:
                         del st.allocs[aid]
                     else:
@@ -577,6 +706,7 @@ class Handler(BaseHTTPRequestHandler):
                 del st.jobs[(ns, jid)]
             else:
                 st.jobs[(ns, jid)].update(Stop=True, Status="dead", ModifyIndex=idx)
+        self.stop_later(stopped)
         self.send(200, {"EvalID": eid, "EvalCreateIndex": idx, "JobModifyIndex": idx, "Index": idx,
                         "LastContact": 0, "KnownLeader": True}, index=idx)
 
@@ -610,6 +740,8 @@ class Handler(BaseHTTPRequestHandler):
                         al.update(ClientStatus="lost", ClientDescription="alloc is lost since its node is down",
                                   DesiredStatus="stop", ModifyIndex=idx)
                         n += 1
+                # as with a node Nomad's servers lost contact with, the task
+                # may run on: its container goes when the job is deregistered
                 return self.send(200, {"lost": n})
         return self.text(404, "no such control endpoint")
 
@@ -644,7 +776,12 @@ def main():
     ap.add_argument("--tls-cert", default="")
     ap.add_argument("--tls-key", default="")
     ap.add_argument("--tls-client-ca", default="")
+    ap.add_argument("--docker-host", default="", help="run tasks through this Docker engine (unix:///PATH)")
+    ap.add_argument("--docker", default="/usr/bin/docker")
+    ap.add_argument("--alloc-dir", default="", help="the client's data_dir/alloc")
     a = ap.parse_args()
+    if a.docker_host and not a.alloc_dir:
+        sys.exit("contract server: --docker-host needs --alloc-dir")
     if a.bind not in ("127.0.0.1", "::1", "localhost"):
         sys.exit("contract server: loopback only")
     a.token = open(a.token_file).read().strip() if a.token_file else ""

@@ -96,7 +96,17 @@ static void job_shape(void)
 	is_str(s_at(j, "Job.Region"), "eu", "Region when set");
 	ok(path(j, "Job.Namespace") == NULL, "no Namespace when none is set");
 	is_str(s_at(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_SANDBOX_ID"), SID, "env without the sandbox's own");
+	ok(path(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_CHANNEL_KEY") == NULL, "no channel key when none is given");
 	json_decref(j);
+	/* the channel key reaches sbx-init in the task's env, over one the sandbox set */
+	s.chan_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+	s.env = json_pack("{s:s}", "SBX_CHANNEL_KEY", "mine");
+	j = nomad_job_build(&s);
+	is_str(s_at(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_CHANNEL_KEY"), s.chan_key, "the channel key in the task's env");
+	json_decref(j);
+	json_decref(s.env);
+	s.env = NULL;
+	s.chan_key = NULL;
 	json_decref(env);
 }
 

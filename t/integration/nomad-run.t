@@ -1,0 +1,193 @@
+#!/bin/bash
+# A sandbox placed by the Nomad driver really runs (issue 14): the stack's
+# worker is pointed at the Nomad contract server (t/nomad-contract/server.py,
+# which is NOT Nomad: it answers Nomad's HTTP API and, with --docker-host,
+# starts the task the way Nomad's docker driver would), and the contract
+# server runs the task through the test's own Debian dockerd with runsc
+# registered as a runtime (t/integration/nomadlib.sh, nomad/runsc-docker).
+# This node's agent adopts the allocation: it connects to the sbx-init that
+# Docker started, in the allocation's directory, with the channel key the
+# job gave the task. Proves, through the public API:
+#  - a create reaches ready; the record names this node, the job and the
+#    allocation; Docker runs the task's container with runtime runsc, the
+#    template's image from the stack's registry, sbx-init as its command;
+#  - exec (JSON: output and exit code; streamed: output arrives while the
+#    command runs, then done with its exit code) runs inside gVisor;
+#  - a file uploaded is read back byte-exact, inside and through the API;
+#  - a restarted node agent adopts the running sandbox again (its state in
+#    state_dir/nomad): exec works on;
+#  - destroy: the container is gone, the job purged, the allocation's
+#    directory and the node's adoption removed; the sandbox answers 404.
+# Not covered (the contract server's header says why): CNI networking and
+# egress (the task has loopback only), pause/resume, snapshots, volumes.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/nomadlib.sh"
+
+t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl runsc sha256sum
+[ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
+require_stack
+
+plan 29
+
+NODE=$(conf_get node_id)
+[ -n "$NODE" ] || NODE=$(hostname)
+NC_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+NC_PID=""
+NC_PORT=""
+NM_CONF_MARK="# added by t/integration/nomad-run.t (removed by its clean-up)"
+NM_CONF_TOUCHED=0
+REGISTRY=$(conf_get registry_url)
+REGISTRY=${REGISTRY#*://}
+STATE=$(conf_get state_dir)
+: "${STATE:=$SBX_STACK_DIR/worker}"
+
+nc_start() {
+	printf '%s\n' "$NC_TOKEN" > "$T_TMP/nomad-token"
+	chmod 600 "$T_TMP/nomad-token"
+	python3 "$SBX_REPO/t/nomad-contract/server.py" --port-file "$T_TMP/nc.port" --token-file "$T_TMP/nomad-token" \
+		--node-name "$NODE" --volumes-enabled --docker-host "unix://$ND_DIR/docker.sock" \
+		--alloc-dir "$ND_DIR/alloc" 2> "$T_TMP/nc.log" &
+	NC_PID=$!
+	wait_until 10 test -s "$T_TMP/nc.port" || return 1
+	NC_PORT=$(cat "$T_TMP/nc.port")
+}
+nc_stop() {
+	[ -n "$NC_PID" ] || return 0
+	kill "$NC_PID" 2> /dev/null
+	wait "$NC_PID" 2> /dev/null
+	NC_PID=""
+}
+nc() {
+	NC_BODY=$(curl -sS --max-time 10 -X "$1" -H "X-Nomad-Token: $NC_TOKEN" ${3:+--data "$3"} \
+		"http://127.0.0.1:$NC_PORT$2" 2> /dev/null)
+}
+nc_jobs() { nc GET /_contract/state && jq -r '.jobs[]' <<< "$NC_BODY"; }
+nc_no_job() { ! nc_jobs | grep -qxF "sandboxes/$1"; }
+
+both_gone() { ! kill -0 "${1:-0}" 2> /dev/null && ! kill -0 "${2:-0}" 2> /dev/null; }
+prov_consuming_since() { log_since "$1" | grep -q 'sbx-worker-provisioner\[[0-9]*\] info: consuming sbx.provision'; }
+nm_reload() {
+	local mark old_p old_r
+	mark=$(log_mark)
+	old_p=$(worker_pid provisioner)
+	old_r=$(worker_pid reaper)
+	kill -HUP "$(worker_master)" || return 1
+	wait_until 40 both_gone "$old_p" "$old_r" || return 1
+	wait_until 40 prov_consuming_since "$mark" || return 1
+	wait_until 40 node_consuming_since "$mark"
+}
+nm_restore() {
+	rt_kill_bg
+	sb_cleanup
+	if [ $NM_CONF_TOUCHED = 1 ]; then
+		awk -v m="$NM_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+			cat "$T_TMP/conf.new" > "$SBX_CONF"
+		nm_reload || echo "# the worker did not come back after restoring its config" >&2
+		NM_CONF_TOUCHED=0
+	fi
+	nc_stop
+	nd_stop
+	return 0
+}
+t_on_exit nm_restore
+
+rt_setup it-nomad-run
+RT_MARK=$(log_mark)
+
+# ---- set-up ------------------------------------------------------------------
+T_SECTION=setup
+nd_start
+ok $? "the test's dockerd runs (runsc registered as a runtime)" || bail "dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
+nc_start
+ok $? "the contract server listens on 127.0.0.1:$NC_PORT, its client runs tasks through that dockerd" ||
+	bail "no contract server"
+for kv in "driver = nomad" "nomad_addr = http://127.0.0.1:$NC_PORT" "nomad_token_file = $T_TMP/nomad-token" \
+	"nomad_init_path = $SBX_BUILD/src/init/sbx-init" "nomad_alloc_dir = $ND_DIR/alloc"; do
+	printf '%s\n%s\n' "$NM_CONF_MARK" "$kv" >> "$SBX_CONF"
+done
+NM_CONF_TOUCHED=1
+nm_reload
+ok $? "the worker reloaded with driver = nomad" || bail "the worker did not reload"
+
+# ---- create ------------------------------------------------------------------------
+T_SECTION=create
+rt_new it-nomad-run
+A=$RT_ID
+is "$(j .data.status)" ready "create through Nomad: ready (after this node's agent reached sbx-init)"
+is "$(sb_db "$A" "node_id || ' ' || nomad_job_id")" "$NODE sbx-$A" "the record names this node and the job"
+ALLOC=$(sb_db "$A" nomad_alloc_id)
+C=sandbox-$ALLOC
+is "$(dk inspect -f '{{.HostConfig.Runtime}} {{.State.Running}} {{.Config.Image}}' "$C" 2> /dev/null)" \
+	"runsc true $REGISTRY/sbx/templates/debian-12:latest" \
+	"Docker runs the allocation's container with runtime runsc and the template's image"
+is "$(dk inspect -f '{{index .Config.Cmd 0}}' "$C" 2> /dev/null)" /.sbx/sbx-init "sbx-init is its command"
+ok "$([ -S "$ND_DIR/alloc/$ALLOC/alloc/sbx-init.sock" ] && [ -f "$STATE/nomad/$A/chan.key" ]; echo $?)" \
+	"sbx-init listens in the allocation's directory; the node keeps the channel key on the host"
+KEY=$(cat "$STATE/nomad/$A/chan.key" 2> /dev/null)
+like "$(dk inspect -f '{{json .Config.Env}}' "$C")" "\"SBX_CHANNEL_KEY=${KEY:-none}\"" \
+	"the key the node holds is the one the job gave the task"
+
+# ---- exec -------------------------------------------------------------------------
+T_SECTION=exec
+req nginx POST "/sandboxes/$A/exec" "$(rt_json 'echo out-$((6*7)); echo err >&2; exit 3')" -H 'Content-Type: application/json'
+is "$STATUS $(j .data.exit_code)" "200 3" "exec: 200 with the command's exit code"
+is "$(j '.data.stdout + "|" + .data.stderr')" "out-42
+|err" "its stdout and stderr"
+like "$(rt_sh "$A" 'dmesg 2>/dev/null | head -n 3; uname -v')" "gVisor|Jan 10 15:06:54 PST 2016" \
+	"the command runs inside gVisor"
+like "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "^/.sbx/sbx-init --channel /alloc/sbx-init.sock " \
+	"PID 1 is sbx-init, on the allocation's channel"
+unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "${KEY:-the key}" \
+	"the channel key is not visible inside (sbx-init cleared it)"
+is "$(rt_sh "$A" "sed -n '3,\$p' /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '")" "lo " \
+	"no network interface but loopback: no route out, whatever the egress policy (CNI is not modelled)"
+
+tag=nr$RANDOM
+rt_stream_start "$T_TMP/s" "/sandboxes/$A/exec" \
+	"$(rt_json "echo A-$tag; while [ ! -e /tmp/go-$tag ]; do sleep 0.1; done; echo B-$tag; exit 5" 60 true)" \
+	-H 'Accept: application/x-ndjson'
+p=$RT_PID
+wait_until 30 rt_has "$T_TMP/s" "A-$tag"
+ok $? "streamed exec: the first output arrives while the command still runs"
+! rt_has "$T_TMP/s" "B-$tag|\"done\""
+ok $? "...and nothing more yet"
+rt_sh "$A" "touch /tmp/go-$tag" > /dev/null
+wait_until 30 rt_has "$T_TMP/s" '"done"'
+rt_frames "$T_TMP/s" ndjson > "$T_TMP/f" 2> "$T_TMP/f.err"
+is "$(rt_collect "$T_TMP/f" stdout)" "A-$tag
+B-$tag" "...then the rest"
+is "$(tail -n1 "$T_TMP/f" | jq -r '.type + "," + (.exit_code|tostring)')" "done,5" "...and done with its exit code"
+
+# ---- files ------------------------------------------------------------------------
+T_SECTION=files
+head -c 3000000 /dev/urandom > "$T_TMP/r3"
+R3=$(sha256sum < "$T_TMP/r3" | cut -d' ' -f1)
+req nginx PUT "/sandboxes/$A/files/tmp/r3.bin" "@$T_TMP/r3" -H 'Content-Type: application/octet-stream'
+is "$STATUS" 204 "upload of 3 MB: 204"
+is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" "inside, the file is byte-exact"
+req nginx GET "/sandboxes/$A/files/tmp/r3.bin"
+rt_body nginx
+is "$STATUS $(sha256sum < "$T_TMP/body" | cut -d' ' -f1)" "200 $R3" "download gives back the same bytes"
+
+# ---- the node agent restarts -------------------------------------------------------------
+T_SECTION=restart
+nm_reload
+ok $? "the worker restarted (its node agent too)"
+is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" \
+	"the new node agent adopts the running sandbox again: exec works, the file is there"
+
+# ---- destroy ------------------------------------------------------------------------
+T_SECTION=destroy
+req nginx DELETE "/sandboxes/$A"
+like "$STATUS" "^20[04]$" "DELETE: $STATUS"
+c_gone() { [ -z "$(dk ps -aq --filter "name=^$C\$")" ]; }
+wait_until 30 c_gone
+ok $? "the container is gone"
+wait_until 10 nc_no_job "sbx-$A"
+ok $? "the job is purged"
+ok "$([ ! -e "$ND_DIR/alloc/$ALLOC" ] && [ ! -e "$STATE/nomad/$A" ]; echo $?)" \
+	"the allocation's directory and the node's adoption are gone"
+req nginx POST "/sandboxes/$A/exec" "$(rt_json 'echo x')" -H 'Content-Type: application/json'
+isnt "$STATUS" 200 "exec after destroy fails ($STATUS)"
+
+finish

@@ -1,0 +1,251 @@
+/* Sandboxes Nomad runs on this node (driver = nomad, doc/nomad.md): the
+ * node agent did not make them, it adopts them. Nomad's docker driver
+ * started the task (runsc, the template's image, sbx-init as its command,
+ * listening in the allocation's shared directory); the provisioner hands
+ * the channel key and the allocation id to this node's agent, which keeps
+ * them in state_dir/nomad/ID/ (host only, never inside the sandbox):
+ *
+ *   nomad/ID/chan.key   the channel key (the task got it as SBX_CHANNEL_KEY)
+ *   nomad/ID/alloc.id   the Nomad allocation; sbx-init's socket is
+ *                       nomad_alloc_dir/ALLOC/alloc/sbx-init.sock
+ *
+ * Everything else of the sandbox (container, image, network, cgroups) is
+ * Nomad's: destroying an adopted sandbox here only forgets it, and the
+ * provisioner deregisters the job. sandbox.c's connect, alive, destroy and
+ * list come here for an adopted id. */
+#include "config.h"
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include "chanauth.h"
+#include "cleanup.h"
+#include "clock.h"
+#include "host.h"
+#include "sandbox.h"
+
+#define ADOPT_SOCK "sbx-init.sock" /* in the allocation's /alloc (nomad_job.c's --channel) */
+
+static void adopt_dir(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz)
+{
+	snprintf(out, sz, "%.300s/nomad/%.24s", c->state_dir, id);
+}
+
+/* Nomad's allocation ids are UUIDs: plain hex and dashes. */
+static bool alloc_id_ok(const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n < 8 || n > 64)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!(isxdigit((unsigned char)s[i]) || s[i] == '-'))
+			return false;
+	return true;
+}
+
+bool sandbox_adopted(const struct sandbox_node_cfg *c, const char *id)
+{
+	char d[600];
+
+	if (!sbx_id_valid(id) || !c->state_dir)
+		return false;
+	adopt_dir(c, id, d, sizeof(d));
+	return access(d, F_OK) == 0;
+}
+
+static int write_file(int dfd, const char *name, const char *v, sbx_err *err)
+{
+	cleanup_close int fd = openat(dfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	size_t n = strlen(v);
+
+	if (fd < 0 || write(fd, v, n) != (ssize_t)n)
+		return sbx_err_sys(err, "sandbox", "write %s", name);
+	return 0;
+}
+
+static int read_file(const struct sandbox_node_cfg *c, const char *id, const char *name, char *buf, size_t sz,
+		     sbx_err *err)
+{
+	char path[700];
+	cleanup_close int fd = -1;
+	ssize_t n;
+
+	adopt_dir(c, id, path, sizeof(path));
+	snprintf(path + strlen(path), sizeof(path) - strlen(path), "/%s", name);
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", path);
+	n = read(fd, buf, sz - 1);
+	if (n < 0)
+		return sbx_err_sys(err, "sandbox", "read %s", path);
+	buf[n] = 0;
+	return 0;
+}
+
+int sandbox_adopt(const struct sandbox_node_cfg *c, const char *id, const char *alloc_id, const char *key_hex,
+		  sbx_err *err)
+{
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	char d[600];
+	cleanup_close int dfd = -1;
+
+	if (!sbx_id_valid(id) || !alloc_id_ok(alloc_id))
+		return sbx_err_set(err, 400, "sandbox", "bad adoption (placement %s, allocation %s)", id, alloc_id);
+	if (!c->nomad_alloc_dir || c->nomad_alloc_dir[0] != '/')
+		return sbx_err_set(err, 500, "sandbox_config", "nomad_alloc_dir must be an absolute path");
+	if (strlen(key_hex) != SBX_CHAN_KEY_HEX || sbx_chan_key_parse(key_hex, key, err) < 0)
+		return sbx_err_set(err, 400, "sandbox", "bad channel key");
+	explicit_bzero(key, sizeof(key));
+	snprintf(d, sizeof(d), "%.300s/nomad", c->state_dir);
+	mkdir(c->state_dir, 0700);
+	mkdir(d, 0700);
+	adopt_dir(c, id, d, sizeof(d));
+	if (mkdir(d, 0700) < 0 && errno != EEXIST)
+		return sbx_err_sys(err, "sandbox", "mkdir %s", d);
+	dfd = open(d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return sbx_err_sys(err, "sandbox", "open %s", d);
+	if (write_file(dfd, "alloc.id", alloc_id, err) < 0 || write_file(dfd, "chan.key", key_hex, err) < 0) {
+		sbx_err e2 = SBX_ERR_INIT;
+		sandbox_adopted_forget(c, id, &e2);
+		return -1;
+	}
+	return 0;
+}
+
+int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
+{
+	char d[600], f[700];
+
+	if (!sbx_id_valid(id))
+		return sbx_err_set(err, 400, "sandbox", "bad sandbox id '%s'", id);
+	adopt_dir(c, id, d, sizeof(d));
+	snprintf(f, sizeof(f), "%s/chan.key", d);
+	if (unlink(f) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "unlink %s", f);
+	snprintf(f, sizeof(f), "%s/alloc.id", d);
+	if (unlink(f) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "unlink %s", f);
+	if (rmdir(d) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "rmdir %s", d);
+	return 0;
+}
+
+/* The allocation's shared directory can be changed by the sandbox (it is
+ * /alloc inside): like the local driver's chan/, the socket is opened
+ * without following symlinks, must be a socket, and is connected to through
+ * its descriptor. *errno_out: connect's errno (ENOENT when a part is missing). */
+static int dial(const struct sandbox_node_cfg *c, const char *id, int *out, int *errno_out, sbx_err *err)
+{
+	struct sockaddr_un a = { .sun_family = AF_UNIX };
+	char alloc[80], base[700];
+	cleanup_close int bfd = -1, afd = -1, sfd = -1, fd = -1;
+	struct stat st;
+	size_t l;
+
+	*errno_out = 0;
+	if (read_file(c, id, "alloc.id", alloc, sizeof(alloc), err) < 0)
+		return -1;
+	l = strcspn(alloc, "\n");
+	alloc[l] = 0;
+	if (!alloc_id_ok(alloc))
+		return sbx_err_set(err, 500, "sandbox", "%s: a malformed allocation id", id);
+	snprintf(base, sizeof(base), "%s/%s", c->nomad_alloc_dir ? c->nomad_alloc_dir : "", alloc);
+	bfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (bfd >= 0)
+		afd = openat(bfd, "alloc", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (afd >= 0)
+		sfd = openat(afd, ADOPT_SOCK, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (sfd < 0) {
+		*errno_out = errno;
+		return sbx_err_sys(err, "sandbox", "open %s/alloc/" ADOPT_SOCK, base);
+	}
+	if (fstat(sfd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return sbx_err_set(err, 500, "sandbox", "%s/alloc/" ADOPT_SOCK " is not a socket (replaced from inside?)",
+				   base);
+	snprintf(a.sun_path, sizeof(a.sun_path), "/proc/self/fd/%d", sfd);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return sbx_err_sys(err, "sandbox", "socket");
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		*errno_out = errno;
+		return sbx_err_sys(err, "sandbox", "connect %s/alloc/" ADOPT_SOCK, base);
+	}
+	*out = sbx_steal_fd(&fd);
+	return 0;
+}
+
+int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *out,
+			    sbx_err *err)
+{
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	char hex[SBX_CHAN_KEY_HEX + 2];
+	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
+
+	if (read_file(c, id, "chan.key", hex, sizeof(hex), err) < 0)
+		return -1;
+	if (strlen(hex) != SBX_CHAN_KEY_HEX || sbx_chan_key_parse(hex, key, err) < 0) {
+		explicit_bzero(hex, sizeof(hex));
+		return sbx_err_set(err, 500, "sandbox", "%s: its channel key is malformed", id);
+	}
+	explicit_bzero(hex, sizeof(hex));
+	for (;;) {
+		cleanup_close int fd = -1;
+		long long left = deadline - sbx_now_ms();
+		int e;
+
+		/* sbx-init binds its socket a moment after Nomad sees the task run */
+		if (dial(c, id, &fd, &e, err) == 0 &&
+		    sbx_chan_client_handshake(fd, key, id, left > 0 ? (int)left : 1, err) == 0) {
+			*out = sbx_steal_fd(&fd);
+			explicit_bzero(key, sizeof(key));
+			return 0;
+		}
+		if (sbx_now_ms() >= deadline) {
+			explicit_bzero(key, sizeof(key));
+			return sbx_err_ctx(err, "sbx-init of Nomad's task not up within %d ms", timeout_ms);
+		}
+		host_sleep_ms(20);
+	}
+}
+
+int sandbox_adopted_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz)
+{
+	sbx_err err = SBX_ERR_INIT;
+	cleanup_close int fd = -1;
+	int e;
+
+	if (dial(c, id, &fd, &e, &err) == 0)
+		return 1; /* something listens: sbx-init (the handshake proves it on use) */
+	if (e == ENOENT || e == ECONNREFUSED) {
+		snprintf(why, whysz, "its Nomad task stopped (sbx-init's socket %s)",
+			 e == ENOENT ? "is gone" : "refuses connections");
+		return 0;
+	}
+	snprintf(why, whysz, "%s", err.msg);
+	return -1;
+}
+
+int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
+{
+	char d[600];
+	DIR *dir;
+	struct dirent *e;
+
+	snprintf(d, sizeof(d), "%.300s/nomad", c->state_dir);
+	dir = opendir(d);
+	if (!dir)
+		return errno == ENOENT ? 0 : -1;
+	while ((e = readdir(dir)))
+		if (sbx_id_valid(e->d_name))
+			host_idset_add(s, e->d_name, strlen(e->d_name));
+	closedir(dir);
+	return 0;
+}
