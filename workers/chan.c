@@ -235,12 +235,10 @@ void chan_settle(struct relay *r, struct chan *c)
 	}
 	snprintf(msg, sizeof(msg), "%s", dead ? why : doom_why);
 	/* everything started on the old connection is gone inside */
-	for (struct rop *o = r->ops, *nx; o; o = nx) {
-		nx = o->next;
-		if (o->ch == c) {
-			o->live = false;
-			op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
-		}
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		o->live = false;
+		op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
 	}
 	c->doomed = DOOM_NONE;
 	if (dead) {
@@ -294,8 +292,9 @@ void op_pump(struct relay *r, struct rop *o)
 
 void chan_pump(struct relay *r, struct chan *c)
 {
-	for (struct rop *o = r->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->next)
-		if (o->ch == c && (o->pend.len > o->pend.off || (o->want_close && !o->closed)))
+	(void)r;
+	for (struct rop *o = c->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->cnext)
+		if ((o->pend.len > o->pend.off || (o->want_close && !o->closed)))
 			op_pump(r, o);
 }
 
@@ -303,8 +302,9 @@ void chan_pump(struct relay *r, struct chan *c)
 
 static struct rop *op_by_stream(struct relay *r, struct chan *c, uint32_t stream)
 {
-	for (struct rop *o = r->ops; o; o = o->next)
-		if (o->ch == c && o->stream == stream)
+	(void)r;
+	for (struct rop *o = c->ops; o; o = o->cnext)
+		if (o->stream == stream)
 			return o;
 	return NULL;
 }
@@ -531,9 +531,10 @@ static void chan_read_rounds(struct relay *r, struct chan *c);
 void chan_read(struct relay *r, struct chan *c)
 {
 	chan_read_rounds(r, c);
-	for (struct rop *o = r->ops; o; o = o->next)
-		if (o->ch == c)
-			op_flush(r, o);
+	/* its own ops only: with a thousand sandboxes, walking every op
+	 * after each read was the cost of a read */
+	for (struct rop *o = c->ops; o; o = o->cnext)
+		op_flush(r, o);
 }
 
 static void chan_read_rounds(struct relay *r, struct chan *c)
