@@ -109,7 +109,9 @@ int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
 {
 	int fd = -1, fl;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	long long t0 = sbx_now_ms();
 
+	/* in the loop: how long it held the loop is logged (bench/density) */
 	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0)
 		return -1;
 	fl = fcntl(fd, F_GETFL);
@@ -126,7 +128,7 @@ int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
 	c->doom_why[0] = 0;
 	if (!c->next_stream)
 		c->next_stream = 1;
-	log_info("sandbox %s: channel to sbx-init open", c->id);
+	log_info("sandbox %s: channel to sbx-init open (%lld ms)", c->id, sbx_now_ms() - t0);
 	return 0;
 }
 
