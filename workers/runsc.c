@@ -174,12 +174,50 @@ int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err 
 	return 0;
 }
 
+/* Does runsc's root hold a state file of container id? runsc keeps one
+ * "<container>_sandbox:<sandbox>.state" per container there, and that file
+ * is what `runsc list` lists: 1 yes, 0 no, -1 the root holds no state file
+ * at all (another layout, or nothing: runsc list decides). Reading the
+ * directory is O(1) runsc runs where `runsc list` loads every container
+ * (~0.1 s of CPU with a thousand), twice per destroy. */
+static int state_file_of(const struct sandbox_node_cfg *c, const char *id)
+{
+	char root[600], prefix[64];
+	DIR *d;
+	struct dirent *e;
+	int found = -1;
+	size_t pl;
+
+	snprintf(root, sizeof(root), "%s/runsc", c->state_dir);
+	pl = (size_t)snprintf(prefix, sizeof(prefix), "%s_sandbox:", id);
+	d = opendir(root);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		size_t l = strlen(e->d_name);
+		if (l < 6 || strcmp(e->d_name + l - 6, ".state"))
+			continue;
+		if (!strncmp(e->d_name, prefix, pl)) {
+			found = 1;
+			break;
+		}
+		found = 0;
+	}
+	closedir(d);
+	return found;
+}
+
 static bool runsc_has(const struct sandbox_node_cfg *c, const char *id, sbx_err *err, int *rc)
 {
 	char **ids;
 	size_t n;
 	bool has = false;
+	int st = state_file_of(c, id);
 
+	if (st >= 0) {
+		*rc = 0;
+		return st == 1;
+	}
 	*rc = runsc_ids(c, &ids, &n, err);
 	for (size_t i = 0; i < n; i++)
 		if (ids[i] && strcmp(ids[i], id) == 0)
