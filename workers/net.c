@@ -597,11 +597,13 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The sandboxes map alone (`nft -j list map`): what alloc_ip needs, a
- * fraction of the whole table once a thousand sandboxes have their chains. */
-static int map_json(const struct net_config *c, bool missing_ok, json_t **root, sbx_err *err)
+/* One map or set of the table (`nft -j list map|set`): a fraction of the
+ * whole table once a thousand sandboxes have their chains. missing_ok: no
+ * table (or no such set) is an empty answer (*root NULL), not an error. */
+static int list_json(const struct net_config *c, const char *what, const char *name, bool missing_ok, json_t **root,
+		     sbx_err *err)
 {
-	static const char *const argv[] = { "nft", "-j", "list", "map", "inet", "sbx", SB_MAP, NULL };
+	const char *argv[] = { "nft", "-j", "list", what, "inet", "sbx", name, NULL };
 	cleanup_host_out struct host_out o = { 0 };
 	json_error_t jerr;
 	char line[300];
@@ -613,14 +615,37 @@ static int map_json(const struct net_config *c, bool missing_ok, json_t **root, 
 		/* no table (an uplink gone, a node never set up): nothing is in it */
 		if (missing_ok && (!o.errs || strstr(o.errs, "No such file or directory")))
 			return 0;
-		return sbx_err_set(err, 500, "net", "nft -j list map " SB_MAP ": %s",
+		return sbx_err_set(err, 500, "net", "nft -j list %s %s: %s", what, name,
 				   o.errs && *o.errs ? first_line(o.errs, line, sizeof(line))
 						     : "no table: node network setup has not run");
 	}
 	*root = json_loads(o.out, 0, &jerr);
 	if (!*root)
-		return sbx_err_set(err, 500, "net", "nft -j list map: bad JSON: %s", jerr.text);
+		return sbx_err_set(err, 500, "net", "nft -j list %s %s: bad JSON: %s", what, name, jerr.text);
 	return 0;
+}
+
+static int map_json(const struct net_config *c, bool missing_ok, json_t **root, sbx_err *err)
+{
+	return list_json(c, "map", SB_MAP, missing_ok, root, err);
+}
+
+/* Is ip an element of the named set (in a listing)? */
+static bool set_has(json_t *root, const char *set, const char *ip)
+{
+	json_t *item, *e;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		json_t *st = json_object_get(item, "set");
+		const char *name = json_string_value(json_object_get(st, "name"));
+		if (!st || !name || strcmp(name, set) != 0)
+			continue;
+		json_array_foreach(json_object_get(st, "elem"), j, e)
+			if (json_is_string(e) && !strcmp(json_string_value(e), ip))
+				return true;
+	}
+	return false;
 }
 
 /* The lowest address of the subnet that no map element holds (the map
@@ -684,12 +709,7 @@ static void owned_element(const char *ip, const char *target, void *arg)
 	struct owned *o = arg;
 
 	if (strcmp(target, o->allow) == 0) {
-		/* and its NAT membership (egress.c), whether it has one or not */
-		bprintf(o->b,
-			"delete element " TABLE " " SB_MAP " { %s }\n"
-			"add element " TABLE " nat4 { %s }\n"
-			"delete element " TABLE " nat4 { %s }\n",
-			ip, ip, ip);
+		bprintf(o->b, "delete element " TABLE " " SB_MAP " { %s }\n", ip);
 		snprintf(o->ip, sizeof(o->ip), "%s", ip);
 	}
 }
@@ -763,11 +783,10 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 	/* nft: the map element pointing at allow_<id>, then both chains. */
 	if (!(what & (T_ALLOW | T_IN)))
 		return rc;
-	/* The map alone is listed (the whole table is ~2 KB a sandbox: with a
-	 * thousand, listing it cost more than the rest of a destroy); the
-	 * chains and the NAT membership are made if missing and removed in
-	 * the same transaction, which removes them whether or not they were
-	 * there, as egress.c does with nat4. */
+	/* The map and the NAT set are listed, not the whole table (~2 KB a
+	 * sandbox: with a thousand, listing it cost more than the rest of a
+	 * destroy); the chains are made if missing and removed in the same
+	 * transaction, which removes them whether or not they were there. */
 	if (map_json(c, true, &root, STEP_ERR) < 0)
 		return -1;
 	if (root) {
@@ -777,6 +796,16 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 		if (what & T_ALLOW)
 			each_element(root, owned_element, &own);
 		json_decref(root);
+		/* its NAT membership (egress.c), when it has one (the set may be
+		 * gone: then there is nothing to remove, and nothing may fail) */
+		if (own.ip[0]) {
+			json_t *nat = NULL;
+			if (list_json(c, "set", "nat4", true, &nat, STEP_ERR) < 0)
+				return -1;
+			if (nat && set_has(nat, "nat4", own.ip))
+				bprintf(&b, "delete element " TABLE " nat4 { %s }\n", own.ip);
+			json_decref(nat);
+		}
 		if (what & T_IN)
 			bprintf(&b, "add chain " TABLE " %s\nflush chain " TABLE " %s\ndelete chain " TABLE " %s\n",
 				own.in, own.in, own.in);
