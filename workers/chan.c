@@ -109,7 +109,9 @@ int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
 {
 	int fd = -1, fl;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+	long long t0 = sbx_now_ms();
 
+	/* in the loop: how long it held the loop is logged (bench/density) */
 	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0)
 		return -1;
 	fl = fcntl(fd, F_GETFL);
@@ -126,7 +128,7 @@ int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
 	c->doom_why[0] = 0;
 	if (!c->next_stream)
 		c->next_stream = 1;
-	log_info("sandbox %s: channel to sbx-init open", c->id);
+	log_info("sandbox %s: channel to sbx-init open (%lld ms)", c->id, sbx_now_ms() - t0);
 	return 0;
 }
 
@@ -235,12 +237,10 @@ void chan_settle(struct relay *r, struct chan *c)
 	}
 	snprintf(msg, sizeof(msg), "%s", dead ? why : doom_why);
 	/* everything started on the old connection is gone inside */
-	for (struct rop *o = r->ops, *nx; o; o = nx) {
-		nx = o->next;
-		if (o->ch == c) {
-			o->live = false;
-			op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
-		}
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		o->live = false;
+		op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
 	}
 	c->doomed = DOOM_NONE;
 	if (dead) {
@@ -294,8 +294,9 @@ void op_pump(struct relay *r, struct rop *o)
 
 void chan_pump(struct relay *r, struct chan *c)
 {
-	for (struct rop *o = r->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->next)
-		if (o->ch == c && (o->pend.len > o->pend.off || (o->want_close && !o->closed)))
+	(void)r;
+	for (struct rop *o = c->ops; o && !c->doomed && chan_queued(c) < OUT_SOFT; o = o->cnext)
+		if ((o->pend.len > o->pend.off || (o->want_close && !o->closed)))
 			op_pump(r, o);
 }
 
@@ -303,8 +304,9 @@ void chan_pump(struct relay *r, struct chan *c)
 
 static struct rop *op_by_stream(struct relay *r, struct chan *c, uint32_t stream)
 {
-	for (struct rop *o = r->ops; o; o = o->next)
-		if (o->ch == c && o->stream == stream)
+	(void)r;
+	for (struct rop *o = c->ops; o; o = o->cnext)
+		if (o->stream == stream)
 			return o;
 	return NULL;
 }
@@ -531,9 +533,10 @@ static void chan_read_rounds(struct relay *r, struct chan *c);
 void chan_read(struct relay *r, struct chan *c)
 {
 	chan_read_rounds(r, c);
-	for (struct rop *o = r->ops; o; o = o->next)
-		if (o->ch == c)
-			op_flush(r, o);
+	/* its own ops only: with a thousand sandboxes, walking every op
+	 * after each read was the cost of a read */
+	for (struct rop *o = c->ops; o; o = o->cnext)
+		op_flush(r, o);
 }
 
 static void chan_read_rounds(struct relay *r, struct chan *c)

@@ -101,37 +101,64 @@ char *egress_ruleset(const char *id, const char *ip, const struct sbx_egress *p,
 	return b.s;
 }
 
+struct guard {
+	struct host_run_opts ro;
+	const char *done; /* net_bridge: guarded first, not again */
+	sbx_err *err;
+	int rc;
+};
+
+/* `-i NAME -j ACCEPT` and `-o NAME -j ACCEPT` at the head of FORWARD. */
+static void guard_bridge(const char *name, void *arg)
+{
+	struct guard *g = arg;
+	cleanup_host_out struct host_out o = { 0 };
+
+	if (g->done && !strcmp(name, g->done))
+		return;
+
+	for (int dir = 0; dir < 2 && g->rc == 0; dir++) {
+		const char *flag = dir ? "-o" : "-i";
+		const char *check[] = { "iptables", "-w", "5", "-C", "FORWARD", flag, name, "-j", "ACCEPT", NULL };
+		const char *insert[] = { "iptables", "-w", "5", "-I", "FORWARD", "1", flag, name, "-j", "ACCEPT", NULL };
+		host_out_free(&o);
+		if (host_run(check, &g->ro, &o, g->err) < 0) {
+			g->rc = -1;
+			return;
+		}
+		if (o.status == 0)
+			continue;
+		host_out_free(&o);
+		if (host_run_ok("iptables FORWARD", insert, &g->ro, &o, g->err) < 0) {
+			g->rc = -1;
+			return;
+		}
+		log_info("iptables FORWARD policy is DROP (a Docker engine?): %s %s accepted there, sbx's own rules decide",
+			 flag, name);
+	}
+}
+
 int egress_forward_guard(const struct net_config *c, sbx_err *err)
 {
 	const char *netns = c->uplink_netns && *c->uplink_netns ? c->uplink_netns : NULL;
 	static const char *const show[] = { "iptables", "-w", "5", "-S", "FORWARD", NULL };
-	struct host_run_opts ro = HOST_RUN_OPTS("net");
+	struct guard g = { .ro = HOST_RUN_OPTS("net"), .err = err };
 	cleanup_host_out struct host_out o = { 0 };
 	char tool[256];
 
 	if (!host_tool("iptables", tool, sizeof(tool)))
 		return 0;
-	ro.netns = netns;
-	if (host_run(show, &ro, &o, err) < 0)
+	g.ro.netns = netns;
+	if (host_run(show, &g.ro, &o, err) < 0)
 		return -1;
 	if (o.status != 0 || !o.out || !strstr(o.out, "-P FORWARD DROP"))
 		return 0;
-	for (int dir = 0; dir < 2; dir++) {
-		const char *flag = dir ? "-o" : "-i";
-		const char *check[] = { "iptables", "-w", "5", "-C", "FORWARD", flag, c->bridge, "-j", "ACCEPT", NULL };
-		const char *insert[] = { "iptables", "-w", "5", "-I", "FORWARD", "1", flag, c->bridge, "-j", "ACCEPT", NULL };
-		host_out_free(&o);
-		if (host_run(check, &ro, &o, err) < 0)
-			return -1;
-		if (o.status == 0)
-			continue;
-		host_out_free(&o);
-		if (host_run_ok("iptables FORWARD", insert, &ro, &o, err) < 0)
-			return -1;
-		log_info("iptables FORWARD policy is DROP (a Docker engine?): %s %s accepted there, sbx's own rules decide",
-			 flag, c->bridge);
-	}
-	return 0;
+	/* net_bridge, and each overflow bridge (net.c) */
+	guard_bridge(c->bridge, &g);
+	g.done = c->bridge;
+	if (g.rc == 0 && net_bridges(c, guard_bridge, &g, err) < 0)
+		return -1;
+	return g.rc;
 }
 
 int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struct dns_addrs *res, sbx_err *err)

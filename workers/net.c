@@ -34,6 +34,11 @@
 #include "net_int.h"
 
 #define BRIDGE_MAC "02:5b:00:00:00:01" /* fixed, so ports joining never change it */
+/* A Linux bridge holds at most 1024 ports (BR_MAX_PORTS, port 0 reserved):
+ * the subnet is cut into blocks of 1024 addresses, one bridge each (see
+ * "bridges" below). */
+#define BLOCK_BITS 10
+#define BLOCK_SIZE (1u << BLOCK_BITS)
 
 /* ---- running ip and nft ------------------------------------------------ */
 
@@ -250,6 +255,122 @@ static int net_lock(const struct net_config *c, sbx_err *err)
 	return fd;
 }
 
+/* ---- bridges ------------------------------------------------------------ */
+
+/* Block 0 of the subnet (the gateway's) is net_bridge's; block k > 0 is its
+ * overflow bridge "<net_bridge>-k", made when the block's first sandbox
+ * comes (ensure_bridge) and kept like net_bridge. Every bridge holds the
+ * gateway's address (/32 on the overflow ones, whose block the node routes
+ * to them by a /22) and the same fixed MAC, so a sandbox sees one gateway
+ * and one /LEN subnet wherever it is, and the node's forwarder on the
+ * gateway answers on all of them. */
+static int bridge_name(const struct net_config *c, unsigned k, char out[16], sbx_err *err)
+{
+	int n = k ? snprintf(out, 16, "%s-%u", c->bridge, k) : snprintf(out, 16, "%s", c->bridge);
+
+	if (n < 0 || n >= 16)
+		return sbx_err_set(err, 503, "no_address",
+				   "no bridge for sandbox %u and on: '%s-%u' is longer than an interface name (a shorter "
+				   "net_bridge gives room)", k * BLOCK_SIZE, c->bridge, k);
+	return 0;
+}
+
+/* Is name net_bridge or one of its overflow bridges ("<net_bridge>-<digits>")? */
+static bool our_bridge(const struct net_config *c, const char *name)
+{
+	size_t l = strlen(c->bridge);
+
+	if (strncmp(name, c->bridge, l) != 0)
+		return false;
+	if (!name[l])
+		return true;
+	return name[l] == '-' && name[l + 1] && strspn(name + l + 1, "0123456789") == strlen(name + l + 1);
+}
+
+int net_bridges(const struct net_config *c, void (*fn)(const char *name, void *), void *arg, sbx_err *err)
+{
+	static const char *const argv[] = { "ip", "-j", "link", "show", "type", "bridge", NULL };
+	cleanup_host_out struct host_out o = { 0 };
+	json_error_t jerr;
+	json_t *v, *e;
+	size_t i;
+
+	if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0)
+		return -1;
+	v = json_loads(o.out, 0, &jerr);
+	json_array_foreach(v, i, e) {
+		const char *name = json_string_value(json_object_get(e, "ifname"));
+		if (name && our_bridge(c, name))
+			fn(name, arg);
+	}
+	json_decref(v);
+	return 0;
+}
+
+/* 1: name is a bridge, 0: there is no such link, < 0: error (also when the
+ * name is taken by something else). */
+static int bridge_exists(const struct net_config *c, const char *name, sbx_err *err)
+{
+	const char *argv[] = { "ip", "-j", "-d", "link", "show", "dev", name, NULL };
+	cleanup_host_out struct host_out o = { 0 };
+	json_error_t jerr;
+	json_t *v;
+	const char *kind;
+	bool is_bridge;
+
+	if (net_run(uplink(c), argv, NULL, &o, err) < 0)
+		return -1;
+	if (o.status != 0)
+		return 0;
+	v = json_loads(o.out, 0, &jerr);
+	kind = json_string_value(json_object_get(json_object_get(json_array_get(v, 0), "linkinfo"), "info_kind"));
+	is_bridge = kind && strcmp(kind, "bridge") == 0;
+	json_decref(v);
+	if (!is_bridge)
+		return sbx_err_set(err, 500, "net", "%s exists and is not a bridge", name);
+	return 1;
+}
+
+/* The overflow bridge of block k, ready for ports (under the net lock).
+ * It joins the bridges set before it exists, so the base chains judge
+ * every port it ever has; the rest is idempotent and redone each time, so
+ * a half-made bridge (a crash between) is completed. */
+static int ensure_bridge(const struct net_config *c, const struct subnet *sn, unsigned k, const char *name,
+			 sbx_err *err)
+{
+	cleanup_buf struct buf b = { 0 };
+	char block[16];
+	int have;
+
+	if ((have = bridge_exists(c, name, err)) < 0)
+		return -1;
+	bprintf(&b, "add element " TABLE " " BR_SET " { \"%s\" }\n", name);
+	if (b.oom || net_nft_apply(c, b.s, err) < 0)
+		return sbx_err_ctx(err, "bridge %s", name);
+	b.len = 0;
+	ip4_str(sn->net + k * BLOCK_SIZE, block);
+	if (!have)
+		bprintf(&b, "link add %s type bridge stp_state 0\n", name);
+	bprintf(&b,
+		"link set dev %s address " BRIDGE_MAC " addrgenmode none\n"
+		"address replace %s/32 dev %s\n"
+		"link set dev %s up\n"
+		"route replace %s/%d dev %s src %s\n",
+		name, sn->gw, name, name, block, 32 - BLOCK_BITS, name, sn->gw);
+	if (b.oom)
+		return sbx_err_set(err, 500, "net", "out of memory");
+	if (ip_batch(uplink(c), b.s, err) < 0)
+		return sbx_err_ctx(err, "bridge %s", name);
+	if (!have)
+		log_info("network: bridge %s made for sandboxes %s/%d", name, block, 32 - BLOCK_BITS);
+	return 0;
+}
+
+static void bridge_element(const char *name, void *arg)
+{
+	bprintf(arg, "add element " TABLE " " BR_SET " { \"%s\" }\n", name);
+}
+
 /* ---- the table --------------------------------------------------------- */
 
 /* The table as JSON (NULL in *root when there is no table). */
@@ -306,24 +427,6 @@ void each_element(json_t *root, void (*fn)(const char *ip, const char *target, v
 	}
 }
 
-/* Is ip an element of the named set? */
-static bool set_has(json_t *root, const char *set, const char *ip)
-{
-	json_t *item, *e;
-	size_t i, j;
-
-	json_array_foreach(json_object_get(root, "nftables"), i, item) {
-		json_t *st = json_object_get(item, "set");
-		const char *name = json_string_value(json_object_get(st, "name"));
-		if (!st || !name || strcmp(name, set) != 0)
-			continue;
-		json_array_foreach(json_object_get(st, "elem"), j, e)
-			if (json_is_string(e) && !strcmp(json_string_value(e), ip))
-				return true;
-	}
-	return false;
-}
-
 void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
 {
 	json_t *item;
@@ -338,8 +441,6 @@ void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg)
 
 int net_node_setup(const struct net_config *c, sbx_err *err)
 {
-	static const char *const show_fmt[] = { "ip", "-j", "-d", "link", "show", "dev", NULL, NULL };
-	const char *show[SBX_ARRAY_LEN(show_fmt)];
 	cleanup_host_out struct host_out o = { 0 };
 	cleanup_buf struct buf b = { 0 };
 	char netstr[16];
@@ -367,22 +468,12 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 			log_warnx("net.ipv4.ip_forward is 0 on this host: open and restricted sandboxes reach nothing "
 				  "until an operator sets it to 1");
 	}
-	memcpy(show, show_fmt, sizeof(show));
-	show[6] = c->bridge;
-	if (net_run(uplink(c), show, NULL, &o, err) < 0)
-		return sbx_err_ctx(err, "node network setup");
-	if (o.status != 0) {
-		bprintf(&b, "link add %s type bridge stp_state 0\n", c->bridge);
-	} else {
-		json_error_t jerr;
-		json_t *v = json_loads(o.out, 0, &jerr);
-		const char *kind = json_string_value(json_object_get(
-			json_object_get(json_array_get(v, 0), "linkinfo"), "info_kind"));
-		bool is_bridge = kind && strcmp(kind, "bridge") == 0;
-		json_decref(v);
-		if (!is_bridge)
-			return sbx_err_set(err, 500, "net", "node network setup: %s exists and is not a bridge",
-					   c->bridge);
+	{
+		int have = bridge_exists(c, c->bridge, err);
+		if (have < 0)
+			return sbx_err_ctx(err, "node network setup");
+		if (!have)
+			bprintf(&b, "link add %s type bridge stp_state 0\n", c->bridge);
 	}
 	/* No IPv6 on the bridge: sandboxes get none, and a link-local address
 	 * would be one more way to reach the node. */
@@ -403,6 +494,12 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		"add set " TABLE " blocked4 { type ipv4_addr; flags interval; }\n"
 		"add set " TABLE " blocked6 { type ipv6_addr; flags interval; }\n"
 		"add map " TABLE " " SB_MAP " { type ipv4_addr : verdict; }\n"
+		/* the sandboxes' bridges (net_bridge and its overflow bridges,
+		 * ensure_bridge): never flushed, a bridge joins it before any
+		 * port joins the bridge, so no sandbox's traffic is ever out of
+		 * reach of the rules below */
+		"add set " TABLE " " BR_SET " { type ifname; }\n"
+		"add element " TABLE " " BR_SET " { \"%s\" }\n"
 		/* sandboxes whose egress is open or restricted (egress.c): the
 		 * only ones NATed out of the uplink */
 		"add set " TABLE " nat4 { type ipv4_addr; }\n"
@@ -426,25 +523,24 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 		"add element " TABLE " blocked6 { fe80::/10, fd00:ec2::254 }\n"
 		/* A sandbox reaches the node itself only through node_allow
 		 * (the DNS forwarder, below). */
-		"add rule " TABLE " input iifname \"%s\" jump node_allow\n"
-		"add rule " TABLE " input iifname \"%s\" counter drop\n"
-		"add rule " TABLE " forward iifname \"%s\" ip daddr @blocked4 counter drop\n"
-		"add rule " TABLE " forward iifname \"%s\" ip daddr @internal4 counter drop\n"
-		"add rule " TABLE " forward iifname \"%s\" ip6 daddr @blocked6 counter drop\n"
+		"add rule " TABLE " input iifname @" BR_SET " jump node_allow\n"
+		"add rule " TABLE " input iifname @" BR_SET " counter drop\n"
+		"add rule " TABLE " forward iifname @" BR_SET " ip daddr @blocked4 counter drop\n"
+		"add rule " TABLE " forward iifname @" BR_SET " ip daddr @internal4 counter drop\n"
+		"add rule " TABLE " forward iifname @" BR_SET " ip6 daddr @blocked6 counter drop\n"
 		/* The source was checked on the veth (in_<id>), so it names the sandbox. */
-		"add rule " TABLE " forward iifname \"%s\" meta nfproto ipv4 ip saddr vmap @" SB_MAP "\n"
-		"add rule " TABLE " forward iifname \"%s\" counter drop\n"
+		"add rule " TABLE " forward iifname @" BR_SET " meta nfproto ipv4 ip saddr vmap @" SB_MAP "\n"
+		"add rule " TABLE " forward iifname @" BR_SET " counter drop\n"
 		/* what comes back is judged by the sandbox's allow chain too
 		 * (by the connection's original source: the sandbox), so a
 		 * switch holds for open connections in both directions */
-		"add rule " TABLE " forward oifname \"%s\" ct state established,related ct original ip saddr vmap @" SB_MAP "\n"
-		"add rule " TABLE " forward oifname \"%s\" counter drop\n"
-		"add rule " TABLE " postrouting ip saddr @nat4 oifname != \"%s\" masquerade\n"
+		"add rule " TABLE " forward oifname @" BR_SET " ct state established,related ct original ip saddr vmap @" SB_MAP "\n"
+		"add rule " TABLE " forward oifname @" BR_SET " counter drop\n"
+		"add rule " TABLE " postrouting ip saddr @nat4 oifname != @" BR_SET " masquerade\n"
 		/* the DNS forwarder on the gateway (egress_node.c), for the
 		 * sandboxes that may leave at all */
 		"add rule " TABLE " node_allow ip saddr @nat4 ip daddr %s meta l4proto { udp, tcp } th dport 53 accept\n",
-		netstr, sn.len, c->bridge, c->bridge, c->bridge, c->bridge, c->bridge,
-		c->bridge, c->bridge, c->bridge, c->bridge, c->bridge, sn.gw);
+		c->bridge, netstr, sn.len, sn.gw);
 	if (c->internal_ranges) {
 		/* the operator's internal ranges: blocked in every mode */
 		const char *p = c->internal_ranges;
@@ -456,6 +552,9 @@ int net_node_setup(const struct net_config *c, sbx_err *err)
 			p += strspn(p, ", ");
 		}
 	}
+	/* overflow bridges of an earlier life, should the table be new */
+	if (net_bridges(c, bridge_element, &b, err) < 0)
+		return sbx_err_ctx(err, "node network setup");
 	if (b.oom)
 		return sbx_err_set(err, 500, "net", "out of memory");
 	if (net_nft_apply(c, b.s, err) < 0)
@@ -498,18 +597,70 @@ static int cmp_u32(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* One map or set of the table (`nft -j list map|set`): a fraction of the
+ * whole table once a thousand sandboxes have their chains. missing_ok: no
+ * table (or no such set) is an empty answer (*root NULL), not an error. */
+static int list_json(const struct net_config *c, const char *what, const char *name, bool missing_ok, json_t **root,
+		     sbx_err *err)
+{
+	const char *argv[] = { "nft", "-j", "list", what, "inet", "sbx", name, NULL };
+	cleanup_host_out struct host_out o = { 0 };
+	json_error_t jerr;
+	char line[300];
+
+	*root = NULL;
+	if (net_run(uplink(c), argv, NULL, &o, err) < 0)
+		return -1;
+	if (o.status != 0) {
+		/* no table (an uplink gone, a node never set up): nothing is in it */
+		if (missing_ok && (!o.errs || strstr(o.errs, "No such file or directory")))
+			return 0;
+		return sbx_err_set(err, 500, "net", "nft -j list %s %s: %s", what, name,
+				   o.errs && *o.errs ? first_line(o.errs, line, sizeof(line))
+						     : "no table: node network setup has not run");
+	}
+	*root = json_loads(o.out, 0, &jerr);
+	if (!*root)
+		return sbx_err_set(err, 500, "net", "nft -j list %s %s: bad JSON: %s", what, name, jerr.text);
+	return 0;
+}
+
+static int map_json(const struct net_config *c, bool missing_ok, json_t **root, sbx_err *err)
+{
+	return list_json(c, "map", SB_MAP, missing_ok, root, err);
+}
+
+/* Is ip an element of the named set (in a listing)? */
+static bool set_has(json_t *root, const char *set, const char *ip)
+{
+	json_t *item, *e;
+	size_t i, j;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		json_t *st = json_object_get(item, "set");
+		const char *name = json_string_value(json_object_get(st, "name"));
+		if (!st || !name || strcmp(name, set) != 0)
+			continue;
+		json_array_foreach(json_object_get(st, "elem"), j, e)
+			if (json_is_string(e) && !strcmp(json_string_value(e), ip))
+				return true;
+	}
+	return false;
+}
+
 /* The lowest address of the subnet that no map element holds (the map
- * element is made first and removed last, so it covers half-made sandboxes). */
-static int alloc_ip(const struct net_config *c, const struct subnet *sn, char out[16], sbx_err *err)
+ * element is made first and removed last, so it covers half-made sandboxes),
+ * skipping the first two of each bridge's block (block 0: the network and
+ * the gateway; the others alike, so no bridge has more than 1022 ports). */
+static int alloc_ip(const struct net_config *c, const struct subnet *sn, char out[16], uint32_t *addr, sbx_err *err)
 {
 	json_t *root = NULL;
 	struct used u = { 0 };
 	uint32_t cand = sn->net + 2, last = (sn->net | ~sn->mask) - 1;
+	size_t i = 0;
 
-	if (table_json(c, &root, err) < 0)
+	if (map_json(c, false, &root, err) < 0)
 		return -1;
-	if (!root)
-		return sbx_err_set(err, 500, "net", "no nft table inet sbx: node network setup has not run");
 	each_element(root, add_used, &u);
 	json_decref(root);
 	if (u.oom) {
@@ -518,16 +669,24 @@ static int alloc_ip(const struct net_config *c, const struct subnet *sn, char ou
 	}
 	if (u.n)
 		qsort(u.a, u.n, sizeof(*u.a), cmp_u32);
-	for (size_t i = 0; i < u.n && cand <= last; i++) {
-		if (u.a[i] == cand)
+	while (cand <= last) {
+		if (((cand - sn->net) & (BLOCK_SIZE - 1)) < 2) {
 			cand++;
-		else if (u.a[i] > cand)
-			break;
+			continue;
+		}
+		while (i < u.n && u.a[i] < cand)
+			i++;
+		if (i < u.n && u.a[i] == cand) {
+			cand++;
+			continue;
+		}
+		break;
 	}
 	free(u.a);
 	if (cand > last)
 		return sbx_err_set(err, 503, "no_address", "no free sandbox address in %s", c->subnet);
 	ip4_str(cand, out);
+	*addr = cand;
 	return 0;
 }
 
@@ -543,7 +702,6 @@ static bool netns_exists(const char *name)
 struct owned {
 	char in[64], allow[64], ip[16];
 	struct buf *b;
-	bool has_in, has_allow;
 };
 
 static void owned_element(const char *ip, const char *target, void *arg)
@@ -554,16 +712,6 @@ static void owned_element(const char *ip, const char *target, void *arg)
 		bprintf(o->b, "delete element " TABLE " " SB_MAP " { %s }\n", ip);
 		snprintf(o->ip, sizeof(o->ip), "%s", ip);
 	}
-}
-
-static void owned_chain(const char *name, void *arg)
-{
-	struct owned *o = arg;
-
-	if (strcmp(name, o->in) == 0)
-		o->has_in = true;
-	if (strcmp(name, o->allow) == 0)
-		o->has_allow = true;
 }
 
 /* What teardown removes: destroy takes all; a failed create only what it made. */
@@ -610,7 +758,8 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 	}
 	/* The permanent neighbour entry, found by the MAC derived from the id. */
 	if (what & T_NEIGH) {
-		const char *argv[] = { "ip", "-j", "neigh", "show", "dev", c->bridge, NULL };
+		/* on whichever of our bridges it is (the address may be gone) */
+		const char *argv[] = { "ip", "-j", "neigh", "show", NULL };
 		if (net_run(uplink(c), argv, NULL, &o, STEP_ERR) < 0) {
 			rc = -1;
 		} else if (o.status == 0) {
@@ -620,8 +769,9 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 			json_array_foreach(v, i, e) {
 				const char *dst = json_string_value(json_object_get(e, "dst"));
 				const char *ll = json_string_value(json_object_get(e, "lladdr"));
-				if (dst && ll && strcasecmp(ll, ns->mac) == 0)
-					bprintf(&b, "neigh del %s dev %s\n", dst, c->bridge);
+				const char *dev = json_string_value(json_object_get(e, "dev"));
+				if (dst && ll && dev && strcasecmp(ll, ns->mac) == 0 && our_bridge(c, dev))
+					bprintf(&b, "neigh del %s dev %s\n", dst, dev);
 			}
 			json_decref(v);
 		}
@@ -633,7 +783,11 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 	/* nft: the map element pointing at allow_<id>, then both chains. */
 	if (!(what & (T_ALLOW | T_IN)))
 		return rc;
-	if (table_json(c, &root, STEP_ERR) < 0)
+	/* The map and the NAT set are listed, not the whole table (~2 KB a
+	 * sandbox: with a thousand, listing it cost more than the rest of a
+	 * destroy); the chains are made if missing and removed in the same
+	 * transaction, which removes them whether or not they were there. */
+	if (map_json(c, true, &root, STEP_ERR) < 0)
 		return -1;
 	if (root) {
 		struct owned own = { .b = &b };
@@ -641,18 +795,23 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 		snprintf(own.allow, sizeof(own.allow), CHAIN_ALLOW "%s", id);
 		if (what & T_ALLOW)
 			each_element(root, owned_element, &own);
-		/* its NAT membership (egress.c), when it has one */
-		if (own.ip[0] && set_has(root, "nat4", own.ip))
-			bprintf(&b, "delete element " TABLE " nat4 { %s }\n", own.ip);
-		each_chain(root, owned_chain, &own);
 		json_decref(root);
-		own.has_in = own.has_in && (what & T_IN);
-		own.has_allow = own.has_allow && (what & T_ALLOW);
-		if (own.has_in)
-			bprintf(&b, "flush chain " TABLE " %s\ndelete chain " TABLE " %s\n", own.in, own.in);
-		if (own.has_allow)
-			bprintf(&b, "flush chain " TABLE " %s\ndelete chain " TABLE " %s\n", own.allow,
-				own.allow);
+		/* its NAT membership (egress.c), when it has one (the set may be
+		 * gone: then there is nothing to remove, and nothing may fail) */
+		if (own.ip[0]) {
+			json_t *nat = NULL;
+			if (list_json(c, "set", "nat4", true, &nat, STEP_ERR) < 0)
+				return -1;
+			if (nat && set_has(nat, "nat4", own.ip))
+				bprintf(&b, "delete element " TABLE " nat4 { %s }\n", own.ip);
+			json_decref(nat);
+		}
+		if (what & T_IN)
+			bprintf(&b, "add chain " TABLE " %s\nflush chain " TABLE " %s\ndelete chain " TABLE " %s\n",
+				own.in, own.in, own.in);
+		if (what & T_ALLOW)
+			bprintf(&b, "add chain " TABLE " %s\nflush chain " TABLE " %s\ndelete chain " TABLE " %s\n",
+				own.allow, own.allow, own.allow);
 		if (b.oom)
 			return sbx_err_set(STEP_ERR, 500, "net", "out of memory");
 		if (b.len && net_nft_apply(c, b.s, STEP_ERR) < 0)
@@ -673,13 +832,20 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 	char netstr[16];
 	sbx_err undo_err = SBX_ERR_INIT;
 	unsigned made = 0; /* what to undo: never what was there before */
+	uint32_t addr = 0;
+	unsigned block;
+	char br[16];
 
 	if (check_config(c, &sn, err) < 0 || net_names(sandbox_id, &ns, err) < 0)
 		return sbx_err_ctx(err, "sandbox network");
 	lock = net_lock(c, err);
 	if (lock < 0)
 		return sbx_err_ctx(err, "sandbox network");
-	if (alloc_ip(c, &sn, ns.ip, err) < 0)
+	if (alloc_ip(c, &sn, ns.ip, &addr, err) < 0)
+		goto fail;
+	/* its block's bridge, made before anything of the sandbox exists */
+	block = (addr - sn.net) >> BLOCK_BITS;
+	if (bridge_name(c, block, br, err) < 0 || (block && ensure_bridge(c, &sn, block, br, err) < 0))
 		goto fail;
 
 	/* 1. Reserve the address: the map element and the (empty) allow chain.
@@ -720,7 +886,7 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 		"link set dev %s master %s\n"
 		"link set dev %s type bridge_slave isolated on learning off\n"
 		"neigh replace %s lladdr %s dev %s nud permanent\n",
-		ns.veth_host, ns.netns, ns.veth_host, c->bridge, ns.veth_host, ns.ip, ns.mac, c->bridge);
+		ns.veth_host, ns.netns, ns.veth_host, br, ns.veth_host, ns.ip, ns.mac, br);
 	made |= T_NEIGH; /* the entry carries this id's MAC: removing it is safe */
 	if (b.oom || ip_batch(uplink(c), b.s, err) < 0)
 		goto fail;
@@ -820,7 +986,7 @@ int net_sandbox_ip(const struct net_config *c, const char *sandbox_id, char out[
 	if (!sbx_id_valid(sandbox_id))
 		return sbx_err_set(err, 400, "bad_id", "not a sandbox id");
 	snprintf(f.target, sizeof(f.target), CHAIN_ALLOW "%s", sandbox_id);
-	if (table_json(c, &root, err) < 0)
+	if (map_json(c, true, &root, err) < 0)
 		return -1;
 	if (root)
 		each_element(root, find_ip_element, &f);

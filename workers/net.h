@@ -44,6 +44,11 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 int net_list(const struct net_config *c, char ***ids, size_t *n, sbx_err *err);
 void net_list_free(char **ids, size_t n);
 
+/* Calls fn with the name of each of the sandboxes' bridges that exists:
+ * net_bridge and its overflow bridges "<net_bridge>-<k>" (a bridge holds at
+ * most 1024 ports; doc/network.md). */
+int net_bridges(const struct net_config *c, void (*fn)(const char *name, void *), void *arg, sbx_err *err);
+
 /* Applies one nft ruleset (`nft -f -`, one transaction) in the uplink
  * netns: all of it or nothing (egress.c). */
 int net_nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err);

@@ -17,6 +17,7 @@
 #define LOCK_DIR "/run/lock"
 #define TABLE "inet sbx"
 #define SB_MAP "sandboxes"
+#define BR_SET "bridges" /* the sandboxes' bridges (ifname): what the base chains judge */
 #define CHAIN_IN "in_"     /* in_<id>: ingress base chain on the sandbox's veth */
 #define CHAIN_ALLOW "allow_" /* allow_<id>: the sandbox's allow rules (forward) */
 

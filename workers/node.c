@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -629,6 +630,16 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		 n->init_path);
 	/* runsc's processes are reparented to us (fast deletes need that) */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	{
+		/* a channel per sandbox: a thousand of them pass the usual soft
+		 * limit of 1024 descriptors (nothing here uses select()) */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+			rl.rlim_cur = rl.rlim_max;
+			if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+				log_warn("raising the descriptor limit");
+		}
+	}
 	n->ep = epoll_create1(EPOLL_CLOEXEC);
 	if (n->ep < 0)
 		fatal("epoll_create1");

@@ -169,6 +169,12 @@ void op_free(struct relay *r, struct rop *o)
 		r->ops = o->next;
 	if (o->next)
 		o->next->prev = o->prev;
+	if (o->cprev)
+		o->cprev->cnext = o->cnext;
+	else
+		o->ch->ops = o->cnext;
+	if (o->cnext)
+		o->cnext->cprev = o->cprev;
 	o->ch->nops--;
 	o->ch->busy_at = sbx_now_ms();
 	r->nops--;
@@ -286,12 +292,10 @@ void relay_sandbox_gone(struct relay *r, const char *id, const char *code, const
 
 	if (!c)
 		return;
-	for (struct rop *o = r->ops, *nx; o; o = nx) {
-		nx = o->next;
-		if (o->ch == c) {
-			o->live = false;
-			op_error(r, o, code, "%s", why);
-		}
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		o->live = false;
+		op_error(r, o, code, "%s", why);
 	}
 	chan_close(r, c);
 	c->id[0] = 0;

@@ -32,6 +32,7 @@ struct chan {
 	enum doom doomed;
 	char doom_why[200];
 	int nops;
+	struct rop *ops;      /* its ops (rop.cnext): what a read serves, without walking every op */
 	long long last_touch; /* mono ms of the last last_activity_at update; 0 never */
 	long long ping_at;    /* the liveness PING (stream 0) unanswered since (mono ms); 0 none */
 	long long busy_at;    /* an op of it began or ended last (mono ms); 0 never */
@@ -44,7 +45,8 @@ struct buf {
 };
 
 struct rop {
-	struct rop *next, *prev;
+	struct rop *next, *prev;   /* all ops of the relay */
+	struct rop *cnext, *cprev; /* the ops of its channel (chan.ops) */
 	struct chan *ch;
 	enum rk kind;
 	uint32_t stream;

@@ -192,6 +192,10 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	if (r->ops)
 		r->ops->prev = o;
 	r->ops = o;
+	o->cnext = c->ops;
+	if (c->ops)
+		c->ops->cprev = o;
+	c->ops = o;
 	r->nops++;
 	c->nops++;
 	c->busy_at = o->t0_mono;
