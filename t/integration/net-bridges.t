@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # More sandboxes than a bridge has ports (a Linux bridge holds 1,024): the
 # subnet is cut into blocks of 1,024 addresses, one bridge each, and a
 # sandbox past the first block is a port of the overflow bridge <bridge>-1,
