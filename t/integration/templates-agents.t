@@ -37,7 +37,7 @@ stub() {
 	nsenter --net="/run/netns/$EPUB" -- python3 "$(dirname "$0")/agent-stub.py" "$STUB_HOST:$2" "$T_TMP/stub-$1.log" \
 		/root/work/hello.txt 'made by the agent' > "$T_TMP/stub-$1.err" 2>&1 &
 	EG_PIDS+=($!)
-	wait_until 10 bash -c "ip netns exec $EPUB ss -ltnH | grep -q '$STUB_HOST:$2 '"
+	wait_until 10 in_epub curl -sf --noproxy '*' -o /dev/null --max-time 2 "http://$STUB_HOST:$2/"
 }
 
 agent_run() { # AGENT_COMMAND -> its exit code, the file, its checksum check
