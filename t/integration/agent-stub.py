@@ -19,6 +19,7 @@ address it routes there (templates-agents.t, egresslib.sh), so the sandbox
 reaches the stub and nothing else on this machine.
 """
 import json
+import socketserver
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -138,4 +139,13 @@ class H(BaseHTTPRequestHandler):
         self.send(200, "text/event-stream", data)
 
 
-HTTPServer((ADDR or "127.0.0.1", PORT), H).serve_forever()
+class Server(HTTPServer):
+    def server_bind(self):
+        # HTTPServer's own asks the resolver for the address's name
+        # (getfqdn): in a test host's namespace that is seconds of timeouts
+        # and DNS packets for nothing
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+Server((ADDR or "127.0.0.1", PORT), H).serve_forever()
