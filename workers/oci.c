@@ -45,8 +45,53 @@ static json_t *mount_entry(const char *dst, const char *type, const char *src, c
 	return m;
 }
 
+/* Capabilities a template may ask for beyond the default set (its
+ * template.json "sandbox": {"capabilities": [...]}, recorded by
+ * templates/unpack in image.json). They are gVisor's, not the host's: the
+ * sentry implements them against its own kernel (the docker template's
+ * dockerd mounts overlays and cgroups, makes namespaces and reads its
+ * children's /proc/PID/exe). Anything else is refused, so a template
+ * cannot widen the set by a typo or by design. */
+static const char *const template_caps_ok[] = { "CAP_SYS_ADMIN", "CAP_NET_ADMIN", "CAP_SYS_PTRACE" };
+
+/* The extra capabilities of the template under LOWER (its bottom layer,
+ * .../templates/NAME/DIGEST/rootfs, is the template's even under a
+ * snapshot's layers), appended to CAPV. No image.json or no list: none. */
+static int template_caps(const char *lower, json_t *capv, sbx_err *err)
+{
+	const char *bottom = strrchr(lower, ':');
+	char path[1600];
+	size_t n, i, k;
+	json_t *img, *list, *v;
+	json_error_t je;
+	int rc = 0;
+
+	bottom = bottom ? bottom + 1 : lower;
+	n = strlen(bottom);
+	if (n < 7 || strcmp(bottom + n - 7, "/rootfs") != 0)
+		return 0;
+	snprintf(path, sizeof(path), "%.*s/image.json", (int)(n - 7), bottom);
+	if (!(img = json_load_file(path, 0, &je)))
+		return 0;
+	list = json_object_get(img, "capabilities");
+	json_array_foreach(list, i, v) {
+		const char *cap = json_string_value(v);
+		for (k = 0; cap && k < SBX_ARRAY_LEN(template_caps_ok); k++)
+			if (strcmp(cap, template_caps_ok[k]) == 0)
+				break;
+		if (!cap || k == SBX_ARRAY_LEN(template_caps_ok)) {
+			rc = sbx_err_set(err, 500, "template", "%s asks for capability '%.40s', which a sandbox is not given",
+					 path, cap ? cap : "(not a string)");
+			break;
+		}
+		json_array_append_new(capv, json_string(cap));
+	}
+	json_decref(img);
+	return rc;
+}
+
 static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-			const struct sandbox_paths *p, json_t *image_env, const char *key_hex)
+			const struct sandbox_paths *p, json_t *image_env, json_t *capv, const char *key_hex)
 {
 	static const char *const caps[] = {
 		/* Docker's default set for root, without NET_RAW (gVisor offers
@@ -60,7 +105,7 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		"/proc/scsi", "/sys/firmware" };
 	static const char *const ro[] = { "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys",
 					  "/proc/sysrq-trigger" };
-	json_t *env = json_array(), *args, *capv = json_array(), *mounts, *spec, *v;
+	json_t *env = json_array(), *args, *mounts, *spec, *v;
 	char hostname[32], netns[128], cgpath[64], nproc_arg[16], shm_opts[96], kv[128];
 	size_t i;
 	int64_t mem = (int64_t)s->memory_mb * 1024 * 1024;
@@ -81,7 +126,7 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 	for (const char *const *e = s->env; e && *e; e++)
 		env_put(env, *e);
 	for (i = 0; i < SBX_ARRAY_LEN(caps); i++)
-		json_array_append_new(capv, json_string(caps[i]));
+		json_array_insert_new(capv, i, json_string(caps[i]));
 	if (sandbox_has_init(c)) {
 		/* sbx-init's own limit has headroom; it gives each command
 		 * the sandbox's (--nproc), which a command cannot raise */
@@ -158,15 +203,25 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 }
 
 int oci_write_bundle(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		     const struct sandbox_paths *p, json_t *image_env, const char *key_hex, sbx_err *err)
+		     const struct sandbox_paths *p, const char *lower, json_t *image_env, const char *key_hex,
+		     sbx_err *err)
 {
-	json_t *spec;
+	json_t *spec, *capv = json_array();
 	char path[600];
 	int rc;
 
-	if (mkdir(p->bundle, 0700) < 0)
+	if (!capv)
+		return sbx_err_set(err, 500, "sandbox", "out of memory");
+	if (template_caps(lower, capv, err) < 0) {
+		json_decref(capv);
+		return -1;
+	}
+	if (mkdir(p->bundle, 0700) < 0) {
+		json_decref(capv);
 		return sbx_err_sys(err, "sandbox", "mkdir %s", p->bundle);
-	if (!(spec = oci_spec(c, s, p, image_env, key_hex)))
+	}
+	/* oci_spec owns capv from here */
+	if (!(spec = oci_spec(c, s, p, image_env, capv, key_hex)))
 		return sbx_err_set(err, 500, "sandbox", "cannot build config.json");
 	snprintf(path, sizeof(path), "%s/config.json", p->bundle);
 	/* it holds the channel key: the node agent's eyes only */

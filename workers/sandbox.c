@@ -521,7 +521,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	if (s->egress && egress_apply(c->net, s->id, s->egress, err) < 0)
 		goto fail;
 	step = "bundle";
-	if (oci_write_bundle(c, s, &p, image_env, key_hex, err) < 0)
+	if (oci_write_bundle(c, s, &p, lower, image_env, key_hex, err) < 0)
 		goto fail;
 	step = "runsc";
 	if (runsc_start(c, s, &p, deadline, err) < 0)

@@ -11,15 +11,20 @@ Speaks just enough of two model APIs for an agent to do real tool work:
 Requests that offer no tools (titles, summaries) get a short text. Every
 request is logged, one JSON line each, so the test can see what was sent.
 
-    agent-stub.py PORT LOG FILE CONTENT
+    agent-stub.py ADDR:PORT LOG FILE CONTENT
 
-Listens on 127.0.0.1 only (inside the sandbox under test).
+FILE is a path in the sandbox (the agent writes it there). The test runs
+the stub on a test host of its own: a network namespace it made, at an
+address it routes there (templates-agents.t, egresslib.sh), so the sandbox
+reaches the stub and nothing else on this machine.
 """
 import json
+import socketserver
 import sys
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
-PORT, LOG, FILE, CONTENT = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ADDR, _, PORT = sys.argv[1].rpartition(":")
+PORT, LOG, FILE, CONTENT = int(PORT), sys.argv[2], sys.argv[3], sys.argv[4]
 
 
 def shq(s):
@@ -134,4 +139,13 @@ class H(BaseHTTPRequestHandler):
         self.send(200, "text/event-stream", data)
 
 
-HTTPServer(("127.0.0.1", PORT), H).serve_forever()
+class Server(HTTPServer):
+    def server_bind(self):
+        # HTTPServer's own asks the resolver for the address's name
+        # (getfqdn): in a test host's namespace that is seconds of timeouts
+        # and DNS packets for nothing
+        socketserver.TCPServer.server_bind(self)
+        self.server_name, self.server_port = self.server_address[:2]
+
+
+Server((ADDR or "127.0.0.1", PORT), H).serve_forever()

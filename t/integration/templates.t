@@ -9,9 +9,10 @@
 # layers in the registry.
 #
 # scripts/stack-up builds SBX_TEMPLATES (default: debian-12 node-22
-# python-3.13 claude-code codex, with debian-13 as python-3.13's parent);
-# templates the stack did not build are skipped here, those it must build
-# are required. The coding agents talk to t/integration/agent-stub.py.
+# python-3.13 claude-code codex docker, with debian-13 as python-3.13's
+# parent); templates the stack did not build are skipped here, those it
+# must build are required. The coding agents are tested in
+# templates-agents.t, the docker template in template-docker.t.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc" runsc jq
@@ -188,59 +189,6 @@ for t in debian-12 debian-13 node-22 node-24 python-3.13 bun-1; do
 		is "$out" 42 "$t: bun runs code"
 		;;
 	esac
-	sb_delete_quiet "$id" "$(rt_auth)"
-done
-
-# ---- coding agents do real tool work ---------------------------------------
-
-# The stub model server runs inside the sandbox on its loopback (sandboxes
-# have no way out while only deny_all egress exists); the agent, unattended
-# as root under gVisor, writes a file and runs a shell command on it.
-STUB=$(cat "$(dirname "$0")/agent-stub.py")
-agent_run() { # NAME AGENT_COMMAND -> the file, its checksum check, the stub's log
-	printf '%s\n' "mkdir -p /root/work && cd /root/work" \
-		"cat > /tmp/stub.py <<'STUBEOF'" "$STUB" "STUBEOF" \
-		"python3 /tmp/stub.py 8765 /tmp/stub.log /root/work/hello.txt 'made by the agent' > /tmp/stub.err 2>&1 & stub=\$!" \
-		"for i in \$(seq 100); do curl -s -o /dev/null http://127.0.0.1:8765/ && break; sleep 0.1; done" \
-		"$2 < /dev/null > /tmp/agent.out 2>&1; echo \"rc=\$?\"" \
-		"cat /root/work/hello.txt; echo" \
-		"cd /root/work && sha256sum -c hello.txt.sha256 2>&1" \
-		"echo requests=\$(grep -c . /tmp/stub.log)" \
-		"kill \$stub"
-}
-declare -A AGENT=(
-	[claude-code]="ANTHROPIC_BASE_URL=http://127.0.0.1:8765 ANTHROPIC_API_KEY=sk-stub timeout 120 claude -p 'Write hello.txt and checksum it' --dangerously-skip-permissions --output-format json"
-	[codex]="OPENAI_API_KEY=sk-stub timeout 120 codex exec --skip-git-repo-check -m gpt-5-codex -c model_provider=stub -c 'model_providers.stub={name=\"stub\",base_url=\"http://127.0.0.1:8765/v1\",wire_api=\"responses\",env_key=\"OPENAI_API_KEY\"}' 'Write hello.txt and checksum it'"
-)
-declare -A AGENT_VERSION=([claude-code]='claude --version' [codex]='codex --version')
-for t in claude-code codex; do
-	if ! grep -qx "$t" <<<"$real"; then
-		skip 2 "$t was not built by this stack (SBX_TEMPLATES)"
-		continue
-	fi
-	sb_create nginx "{\"name\":\"it-tmpl-$t\",\"template\":\"$t\",\"specs\":{\"memory\":1024,\"disk\":2}}"
-	if [ "$STATUS" != 201 ]; then
-		is "$STATUS" 201 "$t: create"
-		skip 1 "$t: no sandbox"
-		continue
-	fi
-	id=$SB_ID
-	v=$(jq -r '.version' "$STATE/templates/$t/current/image.json")
-	like "$(rt_sh "$id" "${AGENT_VERSION[$t]}" 60)" "$v" "$t: ${AGENT_VERSION[$t]} says $v (the recorded version)"
-	if [ "$t" = claude-code ]; then
-		# its template's env: IS_SANDBOX=1 (templates/claude-code/template.json)
-		is "$(rt_sh "$id" 'echo "${IS_SANDBOX:-unset} $PATH"' 30)" "1 /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-			"$t: commands get the image's Env (IS_SANDBOX=1) and PATH"
-		body=$(jq -nc '{cmd: "echo ${IS_SANDBOX:-unset}", env: {IS_SANDBOX: "0"}}')
-		is "$(curl -sS --cacert "$SBX_CACERT" --max-time 60 -H "$(rt_auth)" -H 'Content-Type: application/json' \
-			-d "$body" "$SBX_URL/sandboxes/$id/exec" 2> /dev/null | jq -r '.data.stdout // empty')" 0 \
-			"$t: a call's env replaces the image's"
-	fi
-	out=$(rt_sh "$id" "$(agent_run "$t" "${AGENT[$t]}")" 200)
-	is "$(echo $out)" "rc=0 made by the agent /root/work/hello.txt: OK requests=3" \
-		"$t: unattended as root, the agent wrote a file and checksummed it with a shell command (3 model turns)"
-	[ "$(echo $out)" = "rc=0 made by the agent /root/work/hello.txt: OK requests=3" ] ||
-		diag "$(rt_sh "$id" 'tail -c 1500 /tmp/agent.out; cat /tmp/stub.err /tmp/stub.log' 30)"
 	sb_delete_quiet "$id" "$(rt_auth)"
 done
 
