@@ -47,18 +47,8 @@ void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
 		return;
 	}
-	if (!(s = node_served(n, m, id, sid)))
+	if (!(s = node_changeable(n, m, id, sid, "pausing and resuming")))
 		return;
-	if (s->nomad) {
-		/* its container is Docker's, not a runsc container of ours */
-		node_reply_msg(n, m, sbx_reply_fail("not_supported",
-						    "pausing and resuming sandboxes Nomad runs is not supported yet"));
-		return;
-	}
-	if (node_op_find(n, id)) {
-		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
-		return;
-	}
 	if (s->st == (pause ? SB_PAUSED : SB_READY)) {
 		node_reply_msg(n, m, sbx_reply_ok()); /* done already: a repeated request */
 		return;

@@ -80,18 +80,8 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
 		return;
 	}
-	if (!(s = node_served(n, m, id, sid)))
+	if (!(s = node_changeable(n, m, id, sid, "taking snapshots of")))
 		return;
-	if (s->nomad) {
-		/* its container is Docker's, not a runsc container of ours */
-		node_reply_msg(n, m, sbx_reply_fail("not_supported",
-						    "snapshots of sandboxes Nomad runs are not supported yet"));
-		return;
-	}
-	if (node_op_find(n, id)) {
-		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
-		return;
-	}
 	if (s->st != SB_READY) {
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", "the sandbox is not ready on the node"));
 		return;
