@@ -72,14 +72,6 @@ eg_world() {
 	wait_until 5 bash -c "nsenter --net=/run/netns/$EPUB -- ss -ltnH | grep -q ':8081 ' && nsenter --net=/run/netns/$EUP -- ss -ltnH | grep -q ':8080 '"
 }
 
-# node_agent_ready_since MARK: a node agent the master started after MARK
-# consumes its queue.
-node_agent_ready_since() {
-	local m p
-	m=$(worker_master)
-	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
-	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
-}
 
 eg_reload() {
 	local mark
@@ -102,8 +94,7 @@ eg_use_world() {
 # agent builds its network on the host again).
 eg_leave_world() {
 	[ $EG_CONF_TOUCHED = 1 ] || return 0
-	awk -v m="$EG_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-		cat "$T_TMP/conf.new" > "$SBX_CONF"
+	conf_unmark "$EG_CONF_MARK"
 	EG_CONF_TOUCHED=0
 	eg_reload
 }

@@ -23,22 +23,6 @@ rt_begin
 
 CONF_MARK="# added by t/integration/idle-freeze.t (removed by its clean-up)"
 CONF_TOUCHED=0
-node_agent_ready_since() {
-	local m p
-	m=$(worker_master)
-	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
-	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
-}
-restore_conf() {
-	[ $CONF_TOUCHED = 1 ] || return 0
-	local mark
-	mark=$(log_mark)
-	awk -v m="$CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-		cat "$T_TMP/conf.new" > "$SBX_CONF"
-	kill -HUP "$(worker_master)" 2> /dev/null
-	wait_until 30 node_agent_ready_since "$mark"
-	CONF_TOUCHED=0
-}
 t_on_exit rt_kill_bg sb_cleanup restore_conf
 
 plan 22

@@ -685,6 +685,48 @@ rt_begin() {
 	t_on_exit rt_kill_bg sb_cleanup
 }
 
+# sexec ID CMD: runs CMD through the API (nginx); OUT and CODE.
+# snap_status ID SNAP: the status of snapshot SNAP in sandbox ID's list;
+# snap_settled ID SNAP: it is ready or failed.
+sexec() {
+	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:120}')"
+	OUT=$(j .data.stdout)
+	CODE=$(j .data.exit_code)
+}
+snap_status() {
+	req nginx GET "/sandboxes/$1/snapshots?limit=100" > /dev/null
+	j -r --arg id "$2" '.data.data[] | select(.id == $id) | .status'
+}
+snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
+
+# node_agent_ready_since MARK: a node agent the master started after MARK
+# consumes its queue.
+node_agent_ready_since() {
+	local m p
+	m=$(worker_master)
+	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
+	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
+}
+
+# conf_unmark MARK: sbx.conf without each MARK line and the line after it
+# (what a test appended), rewritten in place (same inode, owner and mode).
+conf_unmark() {
+	awk -v m="$1" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+		cat "$T_TMP/conf.new" > "$SBX_CONF"
+}
+
+# restore_conf: when CONF_TOUCHED is 1, the config without the test's
+# CONF_MARK lines, and a reload that waits for the new node agent.
+restore_conf() {
+	[ "${CONF_TOUCHED:-0}" = 1 ] || return 0
+	local mark
+	mark=$(log_mark)
+	conf_unmark "$CONF_MARK"
+	kill -HUP "$(worker_master)" 2> /dev/null
+	wait_until 30 node_agent_ready_since "$mark"
+	CONF_TOUCHED=0
+}
+
 # rt_setup PREFIX: a fresh organisation and key for this test (REQ_AUTH),
 # with room for the sandboxes it makes.
 rt_setup() {

@@ -64,31 +64,6 @@ nc() {
 nc_jobs() { nc GET /_contract/state && jq -r '.jobs[]' <<< "$NC_BODY"; }
 nc_no_job() { ! nc_jobs | grep -qxF "sandboxes/$1"; }
 
-both_gone() { ! kill -0 "${1:-0}" 2> /dev/null && ! kill -0 "${2:-0}" 2> /dev/null; }
-prov_consuming_since() { log_since "$1" | grep -q 'sbx-worker-provisioner\[[0-9]*\] info: consuming sbx.provision'; }
-nm_reload() {
-	local mark old_p old_r
-	mark=$(log_mark)
-	old_p=$(worker_pid provisioner)
-	old_r=$(worker_pid reaper)
-	kill -HUP "$(worker_master)" || return 1
-	wait_until 40 both_gone "$old_p" "$old_r" || return 1
-	wait_until 40 prov_consuming_since "$mark" || return 1
-	wait_until 40 node_consuming_since "$mark"
-}
-nm_restore() {
-	rt_kill_bg
-	sb_cleanup
-	if [ $NM_CONF_TOUCHED = 1 ]; then
-		awk -v m="$NM_CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-			cat "$T_TMP/conf.new" > "$SBX_CONF"
-		nm_reload || echo "# the worker did not come back after restoring its config" >&2
-		NM_CONF_TOUCHED=0
-	fi
-	nc_stop
-	nd_stop
-	return 0
-}
 t_on_exit nm_restore
 
 rt_setup it-nomad-run

@@ -54,3 +54,37 @@ nd_stop() {
 	rmdir /sys/fs/cgroup/*/sbx-nomad-test /sys/fs/cgroup/sbx-nomad-test 2> /dev/null
 	return 0
 }
+
+# The stack's worker, reloaded with the config on disk (HUP to the master):
+# the provisioner and the reaper run again (an old provisioner still
+# consuming would place a create with the old driver), and so does the node
+# agent (later tests want it back).
+both_gone() { ! kill -0 "${1:-0}" 2> /dev/null && ! kill -0 "${2:-0}" 2> /dev/null; }
+prov_consuming_since() { log_since "$1" | grep -q 'sbx-worker-provisioner\[[0-9]*\] info: consuming sbx.provision'; }
+nm_reload() {
+	local mark old_p old_r
+	mark=$(log_mark)
+	old_p=$(worker_pid provisioner)
+	old_r=$(worker_pid reaper)
+	kill -HUP "$(worker_master)" || return 1
+	wait_until 40 both_gone "$old_p" "$old_r" || return 1
+	wait_until 40 prov_consuming_since "$mark" || return 1
+	wait_until 40 node_consuming_since "$mark"
+}
+
+# nm_restore: the test's clean-up: its background clients and sandboxes, the
+# worker's config as it was (the lines between NM_CONF_MARK, when
+# NM_CONF_TOUCHED is 1) and a reload, the contract server (nc_stop, the
+# test's) and the test's dockerd.
+nm_restore() {
+	rt_kill_bg
+	sb_cleanup
+	if [ "${NM_CONF_TOUCHED:-0}" = 1 ]; then
+		conf_unmark "$NM_CONF_MARK"
+		nm_reload || echo "# the worker did not come back after restoring its config" >&2
+		NM_CONF_TOUCHED=0
+	fi
+	nc_stop
+	nd_stop
+	return 0
+}

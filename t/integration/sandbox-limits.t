@@ -19,28 +19,8 @@ require_stack
 
 CONF_MARK="# added by t/integration/sandbox-limits.t (removed by its clean-up)"
 CONF_TOUCHED=0
-restore_conf() {
-	[ $CONF_TOUCHED = 1 ] || return 0
-	local mark
-	mark=$(log_mark)
-	# only the two lines we appended (the marker and the line after it),
-	# rewritten in place (same inode, owner and mode)
-	awk -v m="$CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-		cat "$T_TMP/conf.new" > "$SBX_CONF"
-	kill -HUP "$(worker_master)" 2> /dev/null
-	wait_until 30 node_agent_ready_since "$mark"
-	CONF_TOUCHED=0
-}
 t_on_exit sb_cleanup restore_conf
 
-# node_agent_ready_since MARK: a node agent the master started after MARK
-# consumes its queue.
-node_agent_ready_since() {
-	local m p
-	m=$(worker_master)
-	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
-	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
-}
 
 fresh_org it-limits
 count_org() { psql_q "SELECT count(*) FROM sandboxes WHERE org_id = '$ORG'"; }

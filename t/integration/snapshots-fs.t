@@ -46,16 +46,6 @@ t_on_exit sb_cleanup fs_cleanup
 
 fresh_org it-snapshots-fs
 
-sexec() {
-	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:120}')"
-	OUT=$(j .data.stdout)
-	CODE=$(j .data.exit_code)
-}
-snap_status() {
-	req nginx GET "/sandboxes/$1/snapshots?limit=100" > /dev/null
-	j -r --arg id "$2" '.data.data[] | select(.id == $id) | .status'
-}
-snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 # snapshot SANDBOX NAME: SNAP is its id once ready (or failed)
 snapshot() {
 	req nginx POST "/sandboxes/$1/snapshots" "{\"name\":\"$2\"}"

@@ -55,17 +55,6 @@ rm -f "$SB_STATE/faults/snapshot-copy".* "$SB_STATE/faults/snapshot-frozen".*
 
 fresh_org it-snapshots
 
-# sexec ID CMD: runs CMD through the API; OUT and CODE.
-sexec() {
-	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:120}')"
-	OUT=$(j .data.stdout)
-	CODE=$(j .data.exit_code)
-}
-snap_status() {
-	req nginx GET "/sandboxes/$1/snapshots?limit=100" > /dev/null
-	j -r --arg id "$2" '.data.data[] | select(.id == $id) | .status'
-}
-snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 manifest_code() {
 	curl -sS --noproxy '*' -o /dev/null -w '%{http_code}' -I \
 		-H 'Accept: application/vnd.oci.image.manifest.v1+json' "$REG/v2/$1/manifests/$2" 2> /dev/null
