@@ -37,7 +37,7 @@ static const char usage_sql[] =
 	"      FROM (SELECT size_gb, created_at, deleted_at FROM volumes WHERE org_id = $1 "
 	"            UNION ALL SELECT size_gb, created_at, deleted_at FROM volumes_gone WHERE org_id = $1) x, w "
 	"      WHERE x.created_at < w.t), "
-	"v AS (SELECT count(*) FILTER (WHERE secs > 0) n, coalesce(sum(size_gb * secs), 0) / 3600.0 gbh FROM vl) "
+	"v AS (SELECT count(*) FILTER (WHERE secs > 0) n, coalesce(sum(size_gb * secs), 0) / 3600.0 gbh FROM vl), "
 "sl AS (SELECT x.size_bytes / 1073741824.0 gb, greatest(0, extract(epoch FROM least(coalesce(x.deleted_at, now()), w.t) "
 	"        - greatest(x.created_at, w.f)))::float8 secs "
 	"      FROM (SELECT size_bytes, created_at, NULL::timestamptz deleted_at FROM snapshots "
