@@ -147,7 +147,7 @@ wait_until 60 rows_at_least 3
 ok $? "the node agent's samples are in Postgres ($(rows) rows in sandbox_stats)"
 is "$(psql_q "SELECT count(*) FROM sandbox_stats WHERE sandbox_id = '$ID' AND mem_bytes > 0 AND cpu_usec >= 0")" \
 	"$(rows)" "each with its memory and CPU time"
-before=$(date -u +%Y-%m-%dT%H:%M:%S.000Z)
+before=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
 sleep 1
 node=$(worker_pid node)
 mark=$(log_mark)
