@@ -14,8 +14,9 @@
  * sandboxes adopted after a restart count. A pass removes nothing while a
  * start is in flight (it may be resolving an image this very moment) or
  * when any sandbox's directory cannot be read; templates only under the
- * lock templates/unpack takes. What is used has its time set at each pass,
- * so the times order the rest by last use. */
+ * lock templates/unpack takes. What is used has its time set at each pass
+ * (every reaper_interval, pressure or not), so the times order the rest by
+ * last use. */
 #include "config.h"
 #include <dirent.h>
 #include <errno.h>
@@ -325,23 +326,26 @@ void node_disk_pass(struct node *n)
 		swept = true;
 		rm_all_leftovers(n);
 	}
-	if (below(n, 2, why, sizeof(why)) <= 0)
-		return;
-	for (struct op *o = n->ops; o; o = o->next)
-		if (o->kind == OP_START)
-			return; /* it may be resolving an image right now: the next pass */
+	int low = below(n, 2, why, sizeof(why)), r;
+
 	it.n = 0;
 	list_items(n, &it);
-	if (mark_used(n, &it) < 0) {
-		log_warnx("disk pressure: a sandbox's directory could not be read; nothing is freed this pass");
-		return;
-	}
-	/* the time of what is used is its last use */
+	r = mark_used(n, &it);
+	/* every pass, pressure or not: the time of what is used is its last use */
 	for (int i = 0; i < it.n; i++)
 		if (it.v[i].used) {
 			struct timespec ts[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_sec = now } };
 			utimensat(AT_FDCWD, it.v[i].path, ts, AT_SYMLINK_NOFOLLOW);
 		}
+	if (low <= 0)
+		return;
+	if (r < 0) {
+		log_warnx("disk pressure: a sandbox's directory could not be read; nothing is freed this pass");
+		return;
+	}
+	for (struct op *o = n->ops; o; o = o->next)
+		if (o->kind == OP_START)
+			return; /* it may be resolving an image right now: the next pass */
 	qsort(it.v, (size_t)it.n, sizeof(it.v[0]), by_mtime);
 	/* templates/unpack holds this while it unpacks and moves `current` */
 	snprintf(path, sizeof(path), "%s/templates/.lock", n->sc.state_dir);
