@@ -111,6 +111,7 @@ static int merge_samples(struct api_req *r, json_t *st, sbx_err *err)
 	json_object_set_new(st, "points", out);
 	return 0;
 }
+
 void h_sandbox_stats(struct api_req *r)
 {
 	static const char *const extra[] = { "stats", NULL };
