@@ -734,6 +734,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			reap_volumes(n);
 			settle_pauses(n, n->next_orphans == 0);
 			settle_snapshots(n, n->next_orphans == 0);
+			node_disk_pass(n);
 			egress_node_sync(n->egress, n->node_id);
 			{
 				sbx_err gerr = SBX_ERR_INIT;

@@ -193,6 +193,13 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body);
 int node_snapshot_run(struct node *n, const char *id, const char *snap_id, char *out, size_t outsz, sbx_err *err);
 void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg);
 void settle_snapshots(struct node *n, bool at_start);
+/* node_disk.c: disk pressure. -1 with why (a 503 reason) when the state
+ * directory's free space is below a floor (node_disk_min_free_pct/gb): no
+ * new work. */
+int node_disk_admit(struct node *n, char *why, size_t whysz);
+/* Periodic: below twice a floor, unused template versions and snapshot
+ * layers go, least recently used first. */
+void node_disk_pass(struct node *n);
 /* Volume images no live record owns (deleted, or never recorded), and
  * leftovers of interrupted creates, go. */
 void reap_volumes(struct node *n);

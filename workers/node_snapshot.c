@@ -72,6 +72,7 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 	const char *id = NULL, *sid = NULL, *snap = NULL;
 	json_error_t jerr;
 	struct sb *s;
+	char why[300];
 
 	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &id,
 			   "snapshot_id", &snap) < 0 ||
@@ -84,6 +85,12 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 		return;
 	if (s->st != SB_READY) {
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", "the sandbox is not ready on the node"));
+		return;
+	}
+	if (node_disk_admit(n, why, sizeof(why)) < 0) {
+		/* its copy is written on this disk first */
+		log_warnx("sandbox %s: snapshot %s refused: %s", sid, snap, why);
+		node_reply_msg(n, m, sbx_reply_fail("no_capacity", why));
 		return;
 	}
 	/* its sync runs inside, which a frozen sentry never answers */
@@ -223,6 +230,9 @@ static void schedule_automatic(struct node *n)
 		}
 		snprintf(next, sizeof(next), "%lld", (long long)t);
 		if (due) {
+			char why[300];
+			if (node_disk_admit(n, why, sizeof(why)) < 0)
+				continue; /* due still: taken once there is room */
 			if (!s || s->pool || s->st != SB_READY || strcmp(s->sandbox_id, sid) || node_op_find(n, place))
 				continue; /* busy (or not ours yet): due still, the next pass tries */
 			if (idle_frozen(n, place) && idle_thaw(n, place) < 0)

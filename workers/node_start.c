@@ -68,6 +68,8 @@ int node_admit_volume(struct node *n, int gb, char *why, size_t whysz)
 	long long used_gb = 0, promised = volume_promised_gb(&n->sc, &used_gb);
 	struct statvfs vs;
 
+	if (node_disk_admit(n, why, whysz) < 0)
+		return -1;
 	if (statvfs(n->sc.state_dir, &vs) < 0) {
 		snprintf(why, whysz, "no capacity: cannot read the node's free disk");
 		return -1;
@@ -99,6 +101,8 @@ int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, si
 	long long used_mem = 0, promised_disk = 0;
 	int count = 0;
 
+	if (node_disk_admit(n, why, whysz) < 0)
+		return -1;
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
 		struct sb *s = &n->sbs[i];
 		/* a create does not wait for the pool's members, nor for leftovers
@@ -288,6 +292,12 @@ void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)
 	 * never to a create with a volume (a member has none mounted), and
 	 * only with deny_all, the policy a member started with (any other is
 	 * put in force by the start process, before the container runs) */
+	if (node_disk_admit(n, why, sizeof(why)) < 0) {
+		/* a warm member too: what it would write is new work */
+		log_warnx("sandbox %s: %s", sid, why);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
+		return;
+	}
 	if (!vol && !image && egress.mode == SBX_EGRESS_DENY_ALL && pool_take(n, m, sid, tmpl, cpu, mem, disk))
 		return;
 	if (node_admit(n, mem, disk, false, why, sizeof(why)) < 0 ||

@@ -1,23 +1,30 @@
 /* A sandbox's resource use over time (GET /sandboxes/{id}/stats): the node
  * agent samples every ready sandbox of its own every SAMPLE_MS (stats.h:
- * its cgroups, disk and interfaces) and keeps the samples in memory, the
- * last hour at full rate and one every COARSE_MS for a day. A stats request
- * adds a sample taken as it arrives, so the answer ends with what the
- * sandbox uses now.
+ * its cgroups, disk and interfaces) and writes the samples to Postgres
+ * (table sandbox_stats, sql/017_stats.sql): batched, one INSERT per pass
+ * at most, sent on a non-blocking connection of its own and answered on a
+ * later turn, so the loop never waits for Postgres. The API reads them
+ * back (src/api/h_stats.c), so a restart of the agent loses no history;
+ * the reaper deletes them past stats_retention_hours.
+ *
+ * Here only the last few minutes stay in memory (what Postgres may not
+ * have yet); a stats request answers them and a sample taken as it
+ * arrives, so the answer ends with what the sandbox uses now.
  *
  * Samples keep the cumulative counters (CPU time, bytes), not rates: any
  * two of them give the mean rate between them, so thinning a window out
- * to POINTS_MAX points (the API's shape) loses no CPU second and no byte.
- * The API turns them into the public shape (src/api/h_stats.c).
+ * to the API's number of points loses no CPU second and no byte. The API
+ * turns them into the public shape (src/lib/stats_view.c).
  *
- * The samples live as long as the placement on this node (a pause keeps
- * them; a restart of the agent starts again). */
+ * The samples of a series are the placement's on this node (a pause keeps
+ * them); the rows are the record's, so they go on across a resume. */
 #include "config.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <libpq-fe.h>
 #include "cleanup.h"
 #include "clock.h"
 #include "json.h"
@@ -27,14 +34,22 @@
 #include "stats.h"
 
 #define SAMPLE_MS 15000
-#define FINE_N 240 /* the last hour at SAMPLE_MS */
-#define COARSE_MS 300000
-#define COARSE_N 288 /* a day at COARSE_MS */
-/* the answer's results, plus the sample before the first (its baseline) */
-#define POINTS_MAX 250
+#define FINE_N 20 /* the last 5 minutes at SAMPLE_MS: more than a write takes */
 /* a live sample this close to the last kept one replaces it: a rate over
  * a few ms says nothing */
 #define MIN_GAP_MS 1000
+/* rows waiting for Postgres at most (one that is down for long loses the
+ * oldest, counted in the log, rather than the node's memory) */
+#define QUEUE_MAX 50000
+#define RETRY_MS 2000
+
+static const char insert_sql[] =
+	"INSERT INTO sandbox_stats (sandbox_id, t, cpu_usec, mem_bytes, disk_bytes, pids, net_rx, net_tx) "
+	"SELECT r.sid, to_timestamp(r.t / 1000.0), nullif(r.cpu, -1), nullif(r.mem, -1), nullif(r.disk, -1), "
+	"  nullif(r.pids, -1), nullif(r.rx, -1), nullif(r.tx, -1) "
+	"FROM jsonb_to_recordset($1::jsonb) AS r(sid text, t bigint, cpu bigint, mem bigint, disk bigint, "
+	"  pids bigint, rx bigint, tx bigint) "
+	"ON CONFLICT DO NOTHING";
 
 struct stats_pt {
 	long long t; /* wall ms */
@@ -48,12 +63,24 @@ struct stats_ring {
 
 struct stats_series {
 	struct stats_series *next;
-	char id[SBX_ID_LEN + 1]; /* the placement */
-	long long next_at;       /* mono ms of the next sample */
+	char id[SBX_ID_LEN + 1];  /* the placement */
+	char sid[SBX_ID_LEN + 1]; /* the record it serves: the rows' key */
+	long long next_at;        /* mono ms of the next sample */
 	bool seen;
-	struct stats_ring fine, coarse;
-	struct stats_pt fine_v[FINE_N], coarse_v[COARSE_N];
+	struct stats_ring fine;
+	struct stats_pt fine_v[FINE_N];
 };
+
+/* The rows on their way to Postgres: queued (one JSON array, the next
+ * INSERT's parameter) and the batch in flight (kept until answered, sent
+ * again on a new connection when the old one is lost). */
+static struct {
+	PGconn *c;
+	json_t *queued, *sent;
+	bool busy;
+	long long retry_at;
+	long dropped;
+} W;
 
 static long long wall_ms(void)
 {
@@ -94,11 +121,93 @@ static int sample(struct node *n, const char *id, struct stats_pt *p, struct san
 	return 0;
 }
 
+static void queue_row(const char *sid, const struct stats_pt *p)
+{
+	json_t *row;
+
+	if (!W.queued && !(W.queued = json_array()))
+		return;
+	if (json_array_size(W.queued) >= QUEUE_MAX) {
+		json_array_remove(W.queued, 0);
+		if (W.dropped++ % 1000 == 0)
+			log_warnx("stats samples: the queue is full (Postgres unreachable?); %ld dropped", W.dropped);
+	}
+	row = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "sid", sid, "t", (json_int_t)p->t, "cpu",
+			(json_int_t)p->cpu_usec, "mem", (json_int_t)p->mem, "disk", (json_int_t)p->disk, "pids",
+			(json_int_t)p->pids, "rx", (json_int_t)p->rx, "tx", (json_int_t)p->tx);
+	if (row)
+		json_array_append_new(W.queued, row);
+}
+
 static void series_add(struct stats_series *se, const struct stats_pt *p)
 {
 	ring_push(&se->fine, p);
-	if (!se->coarse.n || p->t - ring_at(&se->coarse, se->coarse.n - 1)->t >= COARSE_MS)
-		ring_push(&se->coarse, p);
+	queue_row(se->sid, p);
+}
+
+static void writer_drop(const char *why)
+{
+	log_warnx("stats samples: %s: %s", why, W.c ? PQerrorMessage(W.c) : "no connection");
+	PQfinish(W.c);
+	W.c = NULL;
+	W.busy = false; /* the batch sent is sent again on the next connection */
+	W.retry_at = sbx_now_ms() + RETRY_MS;
+}
+
+/* Sends the queued rows (one INSERT) when none is in flight and reads the
+ * answer of the one that is, never waiting. Connecting blocks (bounded by
+ * connect_timeout in db_url): at the first batch and after a loss only. */
+static void writer_pump(struct node *n)
+{
+	if (!W.busy && !W.sent && (!W.queued || !json_array_size(W.queued)))
+		return;
+	if (!W.c || PQstatus(W.c) != CONNECTION_OK) {
+		if (sbx_now_ms() < W.retry_at)
+			return;
+		PQfinish(W.c);
+		W.c = PQconnectdb(sbx_cfg_str(n->cfg, "db_url"));
+		if (!W.c || PQstatus(W.c) != CONNECTION_OK || PQsetnonblocking(W.c, 1) != 0) {
+			writer_drop("connecting");
+			return;
+		}
+	}
+	if (W.busy) {
+		if (!PQconsumeInput(W.c)) {
+			writer_drop("reading an answer");
+			return;
+		}
+		while (W.busy && !PQisBusy(W.c)) {
+			PGresult *res = PQgetResult(W.c);
+			if (!res) {
+				W.busy = false;
+				json_decref(W.sent);
+				W.sent = NULL;
+				break;
+			}
+			if (PQresultStatus(res) != PGRES_COMMAND_OK)
+				log_warnx("stats samples: %s", PQresultErrorMessage(res));
+			PQclear(res);
+		}
+	}
+	if (!W.busy && (W.sent || (W.queued && json_array_size(W.queued)))) {
+		cleanup_free char *text = NULL;
+		const char *params[1];
+
+		if (!W.sent) {
+			W.sent = W.queued;
+			W.queued = NULL;
+		}
+		if (!(text = json_dumps(W.sent, JSON_COMPACT)))
+			return;
+		params[0] = text;
+		if (!PQsendQueryParams(W.c, insert_sql, 1, NULL, params, NULL, NULL, 0)) {
+			writer_drop("sending");
+			return;
+		}
+		W.busy = true;
+	}
+	if (W.busy && PQflush(W.c) < 0)
+		writer_drop("sending");
 }
 
 /* Before a sample p (read as u): the birth of its cgroup, when that is
@@ -119,15 +228,15 @@ static void series_rebase(struct stats_series *se, const struct stats_pt *p, con
 	series_add(se, &b);
 }
 
-static struct stats_series *series_new(struct node *n, const char *id)
+static struct stats_series *series_new(struct node *n, const char *id, const char *sid)
 {
 	struct stats_series *se = calloc(1, sizeof(*se));
 
 	if (!se)
 		return NULL;
 	snprintf(se->id, sizeof(se->id), "%s", id);
+	snprintf(se->sid, sizeof(se->sid), "%s", sid);
 	se->fine = (struct stats_ring){ .v = se->fine_v, .cap = FINE_N };
-	se->coarse = (struct stats_ring){ .v = se->coarse_v, .cap = COARSE_N };
 	se->next = n->stats;
 	n->stats = se;
 	return se;
@@ -137,6 +246,7 @@ void stats_pass(struct node *n)
 {
 	long long now = sbx_now_ms();
 
+	writer_pump(n); /* every turn: the answer of the batch in flight */
 	if (now < n->next_stats)
 		return;
 	n->next_stats = now + 1000;
@@ -156,7 +266,7 @@ void stats_pass(struct node *n)
 			se->seen = true; /* paused, resuming...: its history stays */
 		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
 			continue;
-		if (!se && !(se = series_new(n, s->id)))
+		if (!se && !(se = series_new(n, s->id, s->sandbox_id)))
 			continue;
 		se->seen = true;
 		se->next_at = now + SAMPLE_MS;
@@ -172,15 +282,30 @@ void stats_pass(struct node *n)
 		*pp = se->next;
 		free(se);
 	}
+	writer_pump(n); /* this pass's rows: one INSERT */
 }
 
 void stats_free(struct node *n)
 {
+	long long end = sbx_now_ms() + 2000;
+
 	while (n->stats) {
 		struct stats_series *se = n->stats;
 		n->stats = se->next;
 		free(se);
 	}
+	/* what is queued, if Postgres answers soon */
+	while ((W.busy || W.sent || (W.queued && json_array_size(W.queued))) && sbx_now_ms() < end) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		writer_pump(n);
+		nanosleep(&ts, NULL);
+	}
+	if (W.queued && json_array_size(W.queued))
+		log_warnx("stats samples: %zu not written at exit", json_array_size(W.queued));
+	json_decref(W.queued);
+	json_decref(W.sent);
+	PQfinish(W.c);
+	memset(&W, 0, sizeof(W));
 }
 
 static const char *state_name(enum sb_state st)
@@ -201,33 +326,26 @@ static json_t *pt_json(const struct stats_pt *p)
 			 (json_int_t)p->disk, (json_int_t)p->pids, (json_int_t)p->rx, (json_int_t)p->tx);
 }
 
-/* The samples since `since` (wall ms), oldest first, the live one last,
- * thinned out to POINTS_MAX + 1 evenly over them (first and last kept). */
+/* The samples kept here since `since` (wall ms), oldest first, the live
+ * one last (the API adds the older ones from Postgres and thins them out). */
 static json_t *window(const struct stats_series *se, long long since, const struct stats_pt *live)
 {
-	static struct stats_pt all[FINE_N + COARSE_N + 1];
 	json_t *out = json_array();
-	int k = 0, want = POINTS_MAX + 1;
-	long long fine_from = se && se->fine.n ? ring_at(&se->fine, 0)->t : live->t;
+	int k = 0;
+	const struct stats_pt *all[FINE_N + 1];
 
-	for (int i = 0; se && i < se->coarse.n; i++) {
-		const struct stats_pt *p = ring_at(&se->coarse, i);
-		if (p->t >= since && p->t < fine_from)
-			all[k++] = *p;
-	}
 	for (int i = 0; se && i < se->fine.n; i++) {
 		const struct stats_pt *p = ring_at(&se->fine, i);
 		if (p->t >= since)
-			all[k++] = *p;
+			all[k++] = p;
 	}
-	if (k > 1 && live->t - all[k - 1].t < MIN_GAP_MS)
+	if (k > 1 && live->t - all[k - 1]->t < MIN_GAP_MS)
 		k--;
-	all[k++] = *live;
+	all[k++] = live;
 	if (!out)
 		return NULL;
-	for (int j = 0; j < (k < want ? k : want); j++) {
-		int i = k <= want ? j : (int)((long long)j * (k - 1) / (want - 1));
-		if (json_array_append_new(out, pt_json(&all[i])) < 0) {
+	for (int j = 0; j < k; j++) {
+		if (json_array_append_new(out, pt_json(all[j])) < 0) {
 			json_decref(out);
 			return NULL;
 		}
@@ -270,7 +388,7 @@ void node_on_stats(struct node *n, const sbx_mq_msg *m, json_t *body)
 		return;
 	}
 	/* asked before the first pass sampled it, or since a resume */
-	if ((se = series_find(n, id)) || (se = series_new(n, id)))
+	if ((se = series_find(n, id)) || (se = series_new(n, id, sid)))
 		series_rebase(se, &live, &u);
 	st = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:o*}", "cpu_quota_usec", (json_int_t)u.cpu_quota_usec,
 		       "cpu_period_usec", (json_int_t)u.cpu_period_usec, "host_cpus", (json_int_t)(cpus > 0 ? cpus : 1),

@@ -5,12 +5,15 @@
  *    that did not answer),
  *  - turns records stuck in 'starting' into 'failed',
  *  - lets the driver compare what it placed elsewhere with the records
- *    (Nomad: jobs without a live record, records whose allocation is gone).
+ *    (Nomad: jobs without a live record, records whose allocation is gone),
+ *  - deletes stats samples older than stats_retention_hours, in bounded
+ *    batches (a pass never holds Postgres long).
  * Each pass is a set of conditional updates, so several reapers on several
  * machines can run at once. What is left on a node with no live record is
  * the node agent's to remove (it lists its own machine). */
 #include "config.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "cleanup.h"
@@ -22,6 +25,37 @@
 #include "reply.h"
 #include "roles.h"
 #include "sandbox_state.h"
+
+#define STATS_BATCH "5000"
+#define STATS_BATCHES 20
+
+static void stats_expire(sbx_db *db, const sbx_config *cfg)
+{
+	sbx_err err = SBX_ERR_INIT;
+	char hours[24];
+	long total = 0;
+
+	snprintf(hours, sizeof(hours), "%lld", sbx_cfg_int(cfg, "stats_retention_hours"));
+	for (int b = 0; b < STATS_BATCHES && !sbx_child_stop; b++) {
+		cleanup_pgres PGresult *r = NULL;
+		long n;
+
+		if (sbx_db_query(db, &r, &err,
+				 "WITH d AS (DELETE FROM sandbox_stats WHERE ctid = ANY(ARRAY("
+				 "  SELECT ctid FROM sandbox_stats WHERE t < now() - make_interval(hours => $1::int) "
+				 "  LIMIT " STATS_BATCH ")) RETURNING 1) SELECT count(*) FROM d",
+				 1, hours) < 0) {
+			log_warnx("reaper: stats samples: %s", err.msg);
+			return;
+		}
+		n = atol(PQgetvalue(r, 0, 0));
+		total += n;
+		if (n < atol(STATS_BATCH))
+			break;
+	}
+	if (total)
+		log_info("reaper: %ld stats samples older than %s hours deleted", total, hours);
+}
 
 static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 {
@@ -63,6 +97,10 @@ static void pass(sbx_db *db, struct driver *drv, const sbx_config *cfg)
 	/* 4. what the driver placed elsewhere (Nomad's jobs) against the records */
 	if (drv->ops->reap && !sbx_child_stop)
 		drv->ops->reap(drv);
+
+	/* 5. old stats samples: STATS_BATCH rows a statement, at most
+	 * STATS_BATCHES per pass; what is left, the next pass deletes */
+	stats_expire(db, cfg);
 }
 
 int reaper_run(const sbx_config *cfg, int index, void *ctx)

@@ -130,6 +130,18 @@ const struct sbx_setting sbx_settings[] = {
 	{ "node_disk_overcommit", SBX_ST_INT, "100", 10, 1000, R, WRK,
 	  "percent of the state directory's free disk that sandbox disks and volumes may add up to" },
 	{ "node_max_sandboxes", SBX_ST_INT, "200", 1, 100000, R, WRK, "sandboxes this node runs at most" },
+	/* disk pressure (doc/operator-guide.md "Disk pressure"): below either floor the node refuses
+	 * creates, volume creates and snapshots; below twice a floor it frees unused images */
+	{ "node_disk_min_free_pct", SBX_ST_INT, "5", 0, 99, R, WRK,
+	  "percent of the state directory's filesystem that must stay free: below it the node refuses "
+	  "new work (503 with the reason), below twice it frees template versions and snapshot layers no "
+	  "sandbox uses (0: no floor)" },
+	{ "node_disk_min_free_gb", SBX_ST_INT, "1", 0, 1000000, R, WRK,
+	  "GB of the state directory's filesystem that must stay free, like node_disk_min_free_pct "
+	  "(0: no floor)" },
+	{ "stats_retention_hours", SBX_ST_INT, "168", 1, 87600, R, WRK,
+	  "hours the node agents' stats samples (GET /sandboxes/{id}/stats) are kept in Postgres; the "
+	  "reaper deletes older ones" },
 	{ "net_bridge", SBX_ST_STR, "sbx0", 0, 0, 0, WRK, "bridge the sandboxes' veths are attached to" },
 	{ "net_subnet", SBX_ST_STR, "10.213.0.0/16", 0, 0, 0, WRK,
 	  "sandbox addresses; the gateway is the first address, on the bridge" },
@@ -209,6 +221,9 @@ const struct sbx_setting sbx_settings[] = {
 	{ "price_volume_gb_hour_millicents", SBX_ST_INT, "14", 0, 100000000, R, API | ADM,
 	  "price of one GB of volume (its size, used or not) for an hour, in thousandths of a cent "
 	  "(14: about $0.10 a GB-month)" },
+	{ "price_snapshot_gb_hour_millicents", SBX_ST_INT, "7", 0, 100000000, R, API | ADM,
+	  "price of one GiB of snapshot (its size_bytes) kept for an hour, in thousandths of a cent "
+	  "(7: about $0.05 a GB-month)" },
 
 	/* the single region of an embedded install: every sandbox it runs is in it */
 	{ "region_id", SBX_ST_STR, "000000000000000000000001", 0, 0, R, API,

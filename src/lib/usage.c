@@ -3,7 +3,10 @@
  * destruction, to the start of a pause that lasts, or to now; a create that
  * failed costs nothing. A volume's GB-hours are its size times the overlap
  * of the window with its life, from its creation to its delete (a deleted
- * volume is kept in volumes_gone, sql/016_limits.sql). Prices are the
+ * volume is kept in volumes_gone, sql/016_limits.sql). A snapshot's
+ * GB-hours are its size_bytes (GiB) times the overlap of the window with its
+ * life, from its creation to its delete (snapshots_gone, sql/017_stats.sql);
+ * one still creating or failed has no size and costs nothing. Prices are the
  * operator's settings, in thousandths of a cent per hour. */
 #include "config.h"
 
@@ -34,7 +37,14 @@ static const char usage_sql[] =
 	"      FROM (SELECT size_gb, created_at, deleted_at FROM volumes WHERE org_id = $1 "
 	"            UNION ALL SELECT size_gb, created_at, deleted_at FROM volumes_gone WHERE org_id = $1) x, w "
 	"      WHERE x.created_at < w.t), "
-	"v AS (SELECT count(*) FILTER (WHERE secs > 0) n, coalesce(sum(size_gb * secs), 0) / 3600.0 gbh FROM vl) "
+	"v AS (SELECT count(*) FILTER (WHERE secs > 0) n, coalesce(sum(size_gb * secs), 0) / 3600.0 gbh FROM vl), "
+"sl AS (SELECT x.size_bytes / 1073741824.0 gb, greatest(0, extract(epoch FROM least(coalesce(x.deleted_at, now()), w.t) "
+	"        - greatest(x.created_at, w.f)))::float8 secs "
+	"      FROM (SELECT size_bytes, created_at, NULL::timestamptz deleted_at FROM snapshots "
+	"            WHERE org_id = $1 AND size_bytes IS NOT NULL "
+	"            UNION ALL SELECT size_bytes, created_at, deleted_at FROM snapshots_gone WHERE org_id = $1) x, w "
+	"      WHERE x.created_at < w.t), "
+	"sn AS (SELECT count(*) FILTER (WHERE secs > 0) n, coalesce(sum(gb * secs), 0)::float8 / 3600.0 gbh FROM sl) "
 	"SELECT jsonb_build_object('from', sbx_time(w.f), 'to', sbx_time(w.t), "
 	" 'sandboxes', jsonb_build_object('count', tot.n, 'seconds', round(tot.secs::numeric, 3), "
 	"   'cpu_core_seconds', round(tot.cpu_s::numeric, 3), 'memory_gb_seconds', round(tot.mem_s::numeric, 3), "
@@ -42,13 +52,14 @@ static const char usage_sql[] =
 	"     'sandboxes', n, 'seconds', round(secs::numeric, 3)) ORDER BY cpu, memory_mb), '[]') FROM sz)), "
 	" 'execs', jsonb_build_object('count', e.n, 'seconds', round(e.secs::numeric, 3)), "
 	" 'volumes', jsonb_build_object('count', v.n, 'gb_hours', round(v.gbh::numeric, 6)), "
+" 'snapshots', jsonb_build_object('count', sn.n, 'gb_hours', round(sn.gbh::numeric, 6)), "
 	" 'prices_millicents_per_hour', jsonb_build_object('cpu_core', $4::bigint, 'memory_gb', $5::bigint, "
-	"   'volume_gb', $6::bigint), "
+	"   'volume_gb', $6::bigint, 'snapshot_gb', $7::bigint), "
 	" 'cost_cents', round(((tot.cpu_s * $4::bigint + tot.mem_s * $5::bigint) / 3600.0 / 1000.0 "
-	"   + v.gbh * $6::bigint / 1000.0)::numeric, 4), "
+	"   + v.gbh * $6::bigint / 1000.0 + sn.gbh * $7::bigint / 1000.0)::numeric, 4), "
 	" 'monthly_spend_limit_cents', (SELECT monthly_spend_limit_cents FROM orgs WHERE id = $1)), "
 	" w.f > w.t "
-	"FROM w, tot, e, v";
+	"FROM w, tot, e, v, sn";
 
 static bool digits(const char *s, int n)
 {
@@ -87,7 +98,7 @@ int sbx_usage(sbx_db *db, const sbx_config *cfg, const char *org_id, const char 
 	      json_t **out, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
-	char cpu[24], mem[24], vol[24];
+	char cpu[24], mem[24], vol[24], snap[24];
 	json_error_t jerr;
 
 	*out = NULL;
@@ -97,7 +108,8 @@ int sbx_usage(sbx_db *db, const sbx_config *cfg, const char *org_id, const char 
 	snprintf(cpu, sizeof(cpu), "%lld", sbx_cfg_int(cfg, "price_cpu_core_hour_millicents"));
 	snprintf(mem, sizeof(mem), "%lld", sbx_cfg_int(cfg, "price_memory_gb_hour_millicents"));
 	snprintf(vol, sizeof(vol), "%lld", sbx_cfg_int(cfg, "price_volume_gb_hour_millicents"));
-	if (sbx_db_query(db, &res, err, usage_sql, 6, org_id, from, to, cpu, mem, vol) < 0) {
+	snprintf(snap, sizeof(snap), "%lld", sbx_cfg_int(cfg, "price_snapshot_gb_hour_millicents"));
+	if (sbx_db_query(db, &res, err, usage_sql, 7, org_id, from, to, cpu, mem, vol, snap) < 0) {
 		/* a date Postgres cannot place (2026-02-30): the caller's, not ours */
 		if (!strncmp(err->code, "db:22", 5))
 			return sbx_err_set(err, 400, "invalid_query", "from or to is not a valid time");

@@ -15,7 +15,14 @@
 #    hoursAgo other than an integer 1..720 is a 400;
 #  - another organisation's sandbox, or an unknown one, is a 404; a paused
 #    sandbox is a 400 naming its state, and after the resume its stats are
-#    there again.
+#    there again;
+#  - the samples are kept in Postgres (sandbox_stats): the node agent writes
+#    them, and after it is killed and restarted by its master the series
+#    still has the points from before (an agent kept them in memory only);
+#  - hoursAgo reads Postgres: samples moved 3 hours back (behind the API's
+#    back: their time only) are in hoursAgo=4's series, not in hoursAgo=1's;
+#  - retention: a sample older than stats_retention_hours is deleted by the
+#    reaper, the younger ones stay.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc" runsc jq
@@ -132,5 +139,51 @@ stats "$ID"
 is "$STATUS $(cur memTotal)" "200 $((512 * MB))" "stats again after the resume, the same limits"
 ok "[ $(j '[.data.results[] | select(.cpu >= 0 and .memory > 0)] | length') -ge 2 ]" \
 	"the series goes on across the pause: points from before it and after ($(j '.data.results | length'))"
+
+# ---- kept in Postgres -----------------------------------------------------------------------
+T_SECTION=postgres
+rows() { psql_q "SELECT count(*) FROM sandbox_stats WHERE sandbox_id = '$ID' $1"; }
+rows_at_least() { [ "$(rows "$2")" -ge "$1" ]; }
+wait_until 60 rows_at_least 3
+ok $? "the node agent's samples are in Postgres ($(rows) rows in sandbox_stats)"
+is "$(psql_q "SELECT count(*) FROM sandbox_stats WHERE sandbox_id = '$ID' AND mem_bytes > 0 AND cpu_usec >= 0")" \
+	"$(rows)" "each with its memory and CPU time"
+before=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
+sleep 1
+node=$(worker_pid node)
+mark=$(log_mark)
+kill -9 "$node"
+wait_until 60 node_consuming_since "$mark"
+ok $? "the node agent killed ($node) and started again by its master"
+ready_stats() { stats "$ID" && [ "$STATUS" = 200 ]; }
+wait_until 30 ready_stats
+is "$STATUS" 200 "stats after the restart: 200"
+n_old=$(j --arg b "$before" '[.data.results[] | select(.date < $b)] | length')
+ok "[ '${n_old:-0}' -ge 2 ]" "the series still has the points from before the restart ($n_old of $(j '.data.results | length') before $before)"
+
+# ---- hoursAgo reads Postgres ---------------------------------------------------------------
+T_SECTION=window
+psql_q "UPDATE sandbox_stats SET t = t - interval '3 hours' WHERE sandbox_id = '$ID' AND t IN
+	(SELECT t FROM sandbox_stats WHERE sandbox_id = '$ID' ORDER BY t LIMIT 3)" > /dev/null
+cut2=$(date -u -d '-2 hours' +%Y-%m-%dT%H:%M:%S.000Z)
+stats "$ID" "?hoursAgo=1"
+is "$STATUS $(j --arg c "$cut2" '[.data.results[] | select(.date < $c)] | length')" "200 0" \
+	"hoursAgo=1: no point from 3 hours ago"
+stats "$ID" "?hoursAgo=4"
+n3=$(j --arg c "$cut2" '[.data.results[] | select(.date < $c)] | length')
+ok "[ '${n3:-0}' -ge 2 ]" "hoursAgo=4: the samples of 3 hours ago are there ($n3 points; the first is their baseline)"
+is "$(j -r '[.data.results[].date] | . == sort')" true "in order"
+
+# ---- retention -----------------------------------------------------------------------------------
+T_SECTION=retention
+RET=$(conf_get stats_retention_hours)
+: "${RET:=168}"
+psql_q "UPDATE sandbox_stats SET t = t - make_interval(hours => $RET) WHERE sandbox_id = '$ID' AND t IN
+	(SELECT t FROM sandbox_stats WHERE sandbox_id = '$ID' ORDER BY t LIMIT 1)" > /dev/null
+old_gone() { [ "$(rows "AND t < now() - make_interval(hours => $RET)")" = 0 ]; }
+ok "! old_gone" "a sample dated past stats_retention_hours ($RET h)"
+wait_until 60 old_gone
+ok $? "the reaper deletes it"
+ok "[ $(rows "AND t < now() - interval '2 hours'") -ge 2 ]" "the younger ones stay ($(rows) rows)"
 
 finish

@@ -1,0 +1,151 @@
+#!/bin/bash
+# Disk pressure on a node (issue 15, workers/node_disk.c). The disk is never
+# filled: the floor is raised instead (node_disk_min_free_pct = 99 in
+# sbx.conf, SIGHUP; restored at the end whatever happens), so the free space
+# the node has now is "too low". Then:
+#  - a create, a volume create and a snapshot are refused with 503 and a
+#    reason that says the node's disk is nearly full; a running sandbox goes
+#    on running commands;
+#  - the node frees what no sandbox on it uses: the snapshot layer unpacked
+#    for a restore whose sandbox is gone, and a template version that is not
+#    `current` (a copy of the current one's metadata put there by the test)
+#    are removed, while the layer a live restored sandbox stands on and the
+#    current template version stay (and that sandbox runs commands);
+#  - with the floor back, a create works again.
+. "$(dirname "$0")/lib.sh"
+
+t_require --root "runsc, the stack's config and worker, the state directory" runsc jq curl
+rt_begin
+VMIN=$(conf_get volume_min_gb)
+: "${VMIN:=10}"
+SNAPIMG=$SB_STATE/snapshots/images
+
+CONF_MARK="# added by t/integration/disk-pressure.t (removed by its clean-up)"
+CONF_TOUCHED=0
+FAKE=""
+node_agent_ready_since() {
+	local m p
+	m=$(worker_master)
+	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
+	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
+}
+restore_conf() {
+	[ $CONF_TOUCHED = 1 ] || return 0
+	local mark
+	mark=$(log_mark)
+	awk -v m="$CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
+		cat "$T_TMP/conf.new" > "$SBX_CONF"
+	kill -HUP "$(worker_master)" 2> /dev/null
+	wait_until 30 node_agent_ready_since "$mark"
+	CONF_TOUCHED=0
+}
+SNAPS=()
+snap_cleanup() {
+	local s
+	for s in "${SNAPS[@]}"; do
+		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
+			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
+	done
+	[ -n "$FAKE" ] && rm -rf --one-file-system "$FAKE"
+	return 0
+}
+t_on_exit rt_kill_bg sb_cleanup snap_cleanup restore_conf
+
+sexec() {
+	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:60}')"
+	OUT=$(j .data.stdout)
+}
+snap_status() {
+	req nginx GET "/sandboxes/$1/snapshots?limit=100" > /dev/null
+	j -r --arg id "$2" '.data.data[] | select(.id == $id) | .status'
+}
+snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
+# snapshot ID NAME: a ready snapshot of ID (SNAP)
+snapshot() {
+	req nginx POST "/sandboxes/$1/snapshots" "{\"name\":\"$2\"}"
+	SNAP=$(j '.data.id // empty')
+	[ -n "$SNAP" ] && SNAPS+=("$SNAP")
+	wait_until 180 snap_settled "$1" "$SNAP"
+	[ "$(snap_status "$1" "$SNAP")" = ready ]
+}
+
+# ---- what a node has: two restores' layers, a stale template version ----------------
+T_SECTION=setup
+rt_setup it-disk
+sb_create nginx '{"name":"it-disk-a","specs":{"memory":256,"disk":1}}'
+A=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "sandbox A"
+TEMPLATE=$(j .data.template)
+sexec "$A" 'echo kept > /root/mark && sync && cat /root/mark'
+is "$OUT" kept "A writes a file"
+snapshot "$A" it-disk-1
+ok $? "snapshot S1 of A"
+S1=$SNAP
+snapshot "$A" it-disk-2
+ok $? "snapshot S2 of A"
+S2=$SNAP
+sb_create nginx "{\"name\":\"it-disk-b\",\"fromSnapshot\":\"$S1\",\"specs\":{\"memory\":256,\"disk\":1}}"
+B=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "sandbox B restored from S1"
+sb_create nginx "{\"name\":\"it-disk-c\",\"fromSnapshot\":\"$S2\",\"specs\":{\"memory\":256,\"disk\":1}}"
+C=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "sandbox C restored from S2"
+ok "[ -d '$SNAPIMG/$S1/layer' ] && [ -d '$SNAPIMG/$S2/layer' ]" "the node unpacked both layers ($SNAPIMG)"
+req nginx DELETE "/sandboxes/$C"
+wait_until 60 sb_status_is "$C" destroyed
+wait_until 60 sb_gone "$C"
+ok $? "C is destroyed and gone from the node: S2's layer is used by no sandbox"
+TDIR=$SB_STATE/templates/$TEMPLATE
+CUR=$(readlink "$TDIR/current")
+like "$CUR" '^[0-9a-f]{64}$' "the current version of $TEMPLATE: ${CUR:0:12}..."
+# a version `current` no longer points at, and no sandbox uses
+FAKE=$TDIR/$(head -c 32 /dev/urandom | sha256sum | cut -c1-64)
+mkdir -p "$FAKE/rootfs/etc" && cp "$TDIR/$CUR/image.json" "$FAKE/" && echo old > "$FAKE/rootfs/etc/version"
+touch -d '-1 day' "$FAKE"
+ok "[ -f '$FAKE/image.json' ]" "an old version of $TEMPLATE that no sandbox uses (${FAKE##*/})"
+
+# ---- the floor raised above what is free -----------------------------------------------
+T_SECTION=refused
+mark=$(log_mark)
+printf '%s\nnode_disk_min_free_pct = 99\n' "$CONF_MARK" >> "$SBX_CONF"
+CONF_TOUCHED=1
+kill -HUP "$(worker_master)"
+wait_until 30 node_agent_ready_since "$mark"
+ok $? "node_disk_min_free_pct = 99: the node agent was restarted with it (SIGHUP) and consumes"
+REASON='disk is nearly full'
+sb_create nginx '{"name":"it-disk-d","specs":{"memory":256,"disk":1}}'
+is "$STATUS" 503 "a create: 503"
+like "$(j .message)" "$REASON" "... saying why ($(j .message))"
+req nginx POST /volumes "{\"name\":\"it-disk-v\",\"sizeGB\":$VMIN}"
+is "$STATUS" 503 "a volume create: 503"
+like "$(j .message)" "$REASON" "... saying why ($(j .message))"
+[ "$STATUS" = 201 ] && req nginx DELETE "/volumes/$(j .data.id)"
+req nginx POST "/sandboxes/$A/snapshots" '{"name":"it-disk-3"}'
+is "$STATUS" 503 "a snapshot: 503"
+like "$(j .message)" "$REASON" "... saying why ($(j .message))"
+[ "$STATUS" = 202 ] && SNAPS+=("$(j .data.id)")
+sexec "$A" 'cat /root/mark'
+is "$OUT" kept "a running sandbox goes on running commands"
+
+# ---- what is unused goes, what is used stays ---------------------------------------------
+T_SECTION=freed
+s2_gone() { [ ! -e "$SNAPIMG/$S2" ]; }
+fake_gone() { [ ! -e "$FAKE" ]; }
+wait_until 60 s2_gone
+ok $? "S2's layer, which no sandbox uses, is removed"
+wait_until 30 fake_gone
+ok $? "the old template version no sandbox uses is removed"
+ok "[ -d '$SNAPIMG/$S1/layer' ]" "S1's layer, which B stands on, stays"
+ok "[ -d '$TDIR/$CUR/rootfs' ] && [ \"\$(readlink '$TDIR/current')\" = '$CUR' ]" "the current template version stays"
+sexec "$B" 'cat /root/mark'
+is "$OUT" kept "B runs commands and sees its snapshot's file"
+like "$(log_since "$mark" | grep -F 'disk pressure: removed' | head -n1)" "removed the unused" "the node logs what it removed"
+
+# ---- the floor back ---------------------------------------------------------------------------
+T_SECTION=restored
+restore_conf
+ok "[ $CONF_TOUCHED = 0 ]" "the floor back to its setting (SIGHUP)"
+sb_create nginx '{"name":"it-disk-e","specs":{"memory":256,"disk":1}}'
+is "$STATUS $(j .data.status)" "201 ready" "a create works again"
+
+finish
