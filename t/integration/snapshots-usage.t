@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: parallel
 # Snapshot storage on the bill (issue 15): GET /usage and sbx-admin usage
 # report snapshots: {count, gb_hours}, a snapshot's size_bytes (GiB) times the
 # hours it existed in the window, priced at price_snapshot_gb_hour_millicents
