@@ -35,6 +35,7 @@
 #include <jansson.h>
 #include <sodium.h>
 #include "id.h"
+#include "cleanup.h"
 #include "clock.h"
 #include "mq.h"
 #include "msg.h"
@@ -369,7 +370,7 @@ int main(int argc, char **argv)
 		struct stat st;
 		json_t *req;
 		size_t inflight = 0;
-		char *buf = malloc(CHUNK);
+		cleanup_free char *buf = malloc(CHUNK);
 		bool eof = false;
 		while ((c = getopt(argc, argv, "+p")) != -1)
 			if (c == 'p')
