@@ -47,21 +47,6 @@ int buf_add(struct buf *b, const void *p, size_t n)
 	return 0;
 }
 
-/* All of P to FD (a pipe or terminal may take it in pieces). */
-int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 void die(int code, const char *fmt, ...)
 {
 	va_list ap;

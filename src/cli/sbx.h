@@ -27,7 +27,6 @@ struct buf {
 
 void buf_free(struct buf *b);
 int buf_add(struct buf *b, const void *p, size_t n);
-int write_all(int fd, const char *p, size_t n);
 #define cleanup_buf _cleanup_(buf_free)
 
 /* Prints "sbx: MESSAGE" and exits with `code`. */

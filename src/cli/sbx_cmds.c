@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "sbx.h"
 
 #define STDIN_MAX (1u << 20) /* what one exec request may carry as stdin (the API's cap) */
@@ -442,11 +443,11 @@ static int frame(struct frames *f, const char *s)
 						      sodium_base64_VARIANT_ORIGINAL) < 0)
 				rc = -1;
 			else
-				rc = write_all(fd, (const char *)bin, bl);
+				rc = sbx_write_all(fd, (const char *)bin, bl);
 			f->bytes += bl;
 			free(bin);
 		} else {
-			rc = write_all(fd, data, n);
+			rc = sbx_write_all(fd, data, n);
 			f->bytes += n;
 		}
 	} else if (strcmp(type, "done") == 0 || strcmp(type, "exit") == 0) {

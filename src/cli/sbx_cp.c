@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "sbx.h"
 
 #define SCRIPT_MAX (64 * 1024) /* one exec's command line */
@@ -195,7 +196,7 @@ static void copy_in(const struct cli *c, const char *local, const char *id, cons
 
 static int to_fd(const char *p, size_t n, void *arg)
 {
-	return write_all(*(int *)arg, p, n);
+	return sbx_write_all(*(int *)arg, p, n);
 }
 
 /* Into LOCAL.sbx-part first, renamed when whole: no partial file is left. */

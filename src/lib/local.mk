@@ -2,6 +2,7 @@ noinst_LIBRARIES += src/lib/libsbx.a
 src_lib_libsbx_a_SOURCES = \
 	src/lib/cleanup.h \
 	src/lib/clock.c src/lib/clock.h \
+	src/lib/fdio.c src/lib/fdio.h \
 	src/lib/err.c src/lib/err.h \
 	src/lib/errcode.c src/lib/errcode.h \
 	src/lib/log.c src/lib/log.h \

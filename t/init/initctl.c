@@ -54,6 +54,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include "fdio.h"
 #include "chanauth.h"
 #include "frame.h"
 
@@ -74,17 +75,8 @@ static void die(int code, const char *fmt, ...)
 
 static void write_all(int fd, const void *p, size_t n)
 {
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = write(fd, b, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			die(3, "write: %s", strerror(errno));
-		b += w;
-		n -= (size_t)w;
-	}
+	if (sbx_write_all(fd, p, n) < 0)
+		die(3, "write: %s", strerror(errno));
 }
 
 static void send_frame(uint8_t type, uint32_t stream, const void *payload, size_t len)

@@ -34,6 +34,7 @@
 #include <unistd.h>
 #include <jansson.h>
 #include <sodium.h>
+#include "fdio.h"
 #include "id.h"
 #include "cleanup.h"
 #include "clock.h"
@@ -112,16 +113,8 @@ static char *b64(const void *p, size_t n)
 
 static void write_all(int fd, const void *p, size_t n)
 {
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			exit(3);
-		c += w;
-		n -= (size_t)w;
-	}
+	if (sbx_write_all(fd, p, n) < 0)
+		exit(3);
 }
 
 static void final_event(const sbx_mq_msg *m)

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "fdio.h"
 #include "err.h"
 #include "clock.h"
 #include "frame.h"
@@ -105,26 +106,12 @@ static void random_id(char out[SBX_ID_LEN + 1])
 	out[SBX_ID_LEN] = 0;
 }
 
-static int write_all(int fd, const void *b, size_t n)
-{
-	const uint8_t *p = b;
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
 
 static int send_frame(int fd, uint8_t type, uint32_t stream, const void *payload, uint32_t len)
 {
 	uint8_t h[SBX_FRAME_HDR];
 	sbx_frame_header(h, type, stream, len);
-	return write_all(fd, h, sizeof(h)) < 0 || write_all(fd, payload, len) < 0 ? -1 : 0;
+	return sbx_write_all(fd, h, sizeof(h)) < 0 || sbx_write_all(fd, payload, len) < 0 ? -1 : 0;
 }
 
 /* One command through sbx-init's channel: output to our stdout/stderr; the
@@ -175,7 +162,7 @@ static int chan_exec(const char *id, char **cmd, int timeout_ms, sbx_err *err)
 		if (f.type == SBX_F_STDOUT || f.type == SBX_F_STDERR) {
 			uint8_t c[4] = { (uint8_t)(f.len >> 24), (uint8_t)(f.len >> 16), (uint8_t)(f.len >> 8),
 					 (uint8_t)f.len };
-			write_all(f.type == SBX_F_STDOUT ? 1 : 2, f.payload, f.len);
+			sbx_write_all(f.type == SBX_F_STDOUT ? 1 : 2, f.payload, f.len);
 			send_frame(fd, SBX_F_CREDIT, f.stream, c, 4);
 		} else if (f.type == SBX_F_ERROR) {
 			return sbx_err_set(err, 500, "exec", "sbx-init: %.*s", (int)f.len, (const char *)f.payload);
