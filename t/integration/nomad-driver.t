@@ -82,12 +82,6 @@ nc_start() {
 	NC_PORT=$(cat "$T_TMP/nc.port")
 }
 
-nc_stop() {
-	[ -n "$NC_PID" ] || return 0
-	kill "$NC_PID" 2> /dev/null
-	wait "$NC_PID" 2> /dev/null
-	NC_PID=""
-}
 
 # nc METHOD PATH [BODY]: a request to the contract server (NC_BODY)
 nc() {

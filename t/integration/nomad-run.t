@@ -51,12 +51,6 @@ nc_start() {
 	wait_until 10 test -s "$T_TMP/nc.port" || return 1
 	NC_PORT=$(cat "$T_TMP/nc.port")
 }
-nc_stop() {
-	[ -n "$NC_PID" ] || return 0
-	kill "$NC_PID" 2> /dev/null
-	wait "$NC_PID" 2> /dev/null
-	NC_PID=""
-}
 nc() {
 	NC_BODY=$(curl -sS --max-time 10 -X "$1" -H "X-Nomad-Token: $NC_TOKEN" ${3:+--data "$3"} \
 		"http://127.0.0.1:$NC_PORT$2" 2> /dev/null)

@@ -88,3 +88,11 @@ nm_restore() {
 	nd_stop
 	return 0
 }
+
+# nc_stop: the contract server the test started (NC_PID), stopped.
+nc_stop() {
+	[ -n "$NC_PID" ] || return 0
+	kill "$NC_PID" 2> /dev/null
+	wait "$NC_PID" 2> /dev/null
+	NC_PID=""
+}

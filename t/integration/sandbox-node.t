@@ -20,23 +20,11 @@ if [ ! -e "$TEMPLATES/debian-12/current" ]; then
 		bail "no debian-12 template in $TEMPLATES and build/unpack failed: $(tail -3 "$T_TMP/tmpl.log")"
 fi
 
-# The driver: the build's when fresh, else compiled here (before
-# t/sandbox/local.mk is part of the build).
+# The driver: the build's (scripts/test makes it), made again by the build's
+# own rules when a source is newer (a developer's run).
 ctl_bin() {
-	local b=$SBX_BUILD/t/sandbox/sandboxctl own=$T_TMP/sandboxctl s fresh=1
-	local node="host disk runsc oci sandbox net" # workers/libsbxnode.a
-	if [ -x "$b" ]; then
-		for s in $node; do
-			[ "$b" -nt "$SBX_REPO/workers/$s.c" ] && [ "$b" -nt "$SBX_REPO/workers/$s.h" ] || fresh=0
-		done
-		[ "$b" -nt "$SBX_REPO/t/sandbox/sandboxctl.c" ] || fresh=0
-		[ $fresh = 1 ] && { echo "$b"; return 0; }
-	fi
-	[ -f "$SBX_BUILD/src/lib/libsbx.a" ] || { echo "no $SBX_BUILD/src/lib/libsbx.a: build first" >&2; return 1; }
-	cc -O1 -g -Wall -Wextra -Werror -I"$SBX_BUILD" -I"$SBX_REPO/src/lib" -I"$SBX_REPO/workers" -o "$own" \
-		"$SBX_REPO/t/sandbox/sandboxctl.c" $(for s in $node; do echo "$SBX_REPO/workers/$s.c"; done) \
-		"$SBX_REPO/src/lib/frame.c" "$SBX_REPO/src/lib/clock.c" "$SBX_BUILD/src/lib/libsbx.a" -ljansson >&2 || return 1
-	echo "$own"
+	make -s -C "$SBX_BUILD" t/sandbox/sandboxctl >&2 || return 1
+	echo "$SBX_BUILD/t/sandbox/sandboxctl"
 }
 # sbx-init: the build's, else compiled static here; without it the stand-in
 # PID 1 (sleep infinity) and runsc exec.
