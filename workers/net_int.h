@@ -51,4 +51,14 @@ int table_json(const struct net_config *c, json_t **root, sbx_err *err);
 void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg);
 void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg);
 
+/* Shared by net.c (a sandbox's part) and net_node.c (the node's). */
+#define BRIDGE_MAC "02:5b:00:00:00:01" /* fixed, so ports joining never change it */
+/* Runs an `ip -batch` in netns (NULL: ours). */
+int ip_batch(const char *netns, const char *batch, sbx_err *err);
+/* An IPv4 address (host order) as text. */
+void ip4_str(uint32_t a, char out[16]);
+/* 1 when the bridge NAME exists in the uplink, 0 when there is no such
+ * link; an error when NAME is a link of another kind. */
+int bridge_exists(const struct net_config *c, const char *name, sbx_err *err);
+
 #endif
