@@ -39,27 +39,13 @@ restore_conf() {
 	wait_until 30 node_agent_ready_since "$mark"
 	CONF_TOUCHED=0
 }
-SNAPS=()
-snap_cleanup() {
-	local s
-	for s in "${SNAPS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
-			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
-	done
-	[ -n "$FAKE" ] && rm -rf --one-file-system "$FAKE"
-	return 0
-}
-t_on_exit rt_kill_bg sb_cleanup snap_cleanup restore_conf
+fake_cleanup() { [ -z "$FAKE" ] || rm -rf --one-file-system "$FAKE"; }
+t_on_exit rt_kill_bg sb_cleanup snap_cleanup fake_cleanup restore_conf
 
 sexec() {
 	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:60}')"
 	OUT=$(j .data.stdout)
 }
-snap_status() {
-	req nginx GET "/sandboxes/$1/snapshots?limit=100" > /dev/null
-	j -r --arg id "$2" '.data.data[] | select(.id == $id) | .status'
-}
-snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 # snapshot ID NAME: a ready snapshot of ID (SNAP)
 snapshot() {
 	req nginx POST "/sandboxes/$1/snapshots" "{\"name\":\"$2\"}"

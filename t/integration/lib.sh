@@ -699,6 +699,16 @@ snap_status() {
 }
 snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 
+# snap_cleanup: deletes the snapshots whose ids a test put in SNAPS.
+SNAPS=()
+snap_cleanup() {
+	local s
+	for s in "${SNAPS[@]}"; do
+		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
+			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
+	done
+}
+
 # node_agent_ready_since MARK: a node agent the master started after MARK
 # consumes its queue.
 node_agent_ready_since() {

@@ -16,14 +16,6 @@ require_stack
 PRICE=$(conf_get price_snapshot_gb_hour_millicents)
 : "${PRICE:=7}"
 
-SNAPS=()
-snap_cleanup() {
-	local s
-	for s in "${SNAPS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
-			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
-	done
-}
 t_on_exit snap_cleanup sb_cleanup
 # num X: a decimal without trailing zeros (240.000000 -> 240, 3.3600 -> 3.36)
 num() {
