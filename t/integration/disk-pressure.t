@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: templates
 # Disk pressure on a node (issue 15, workers/node_disk.c). The disk is never
 # filled: the floor is raised instead (node_disk_min_free_pct = 99 in
 # sbx.conf, SIGHUP; restored at the end whatever happens), so the free space

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: templates
 # Snapshots hold the whole filesystem a sandbox sees (API.md "Snapshots",
 # issue 12), beyond the overlay's upper directory that snapshots.t covers:
 #  - /tmp (on the sandbox's disk, bind-mounted over the image's /tmp): its

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: parallel
+# test: parallel, templates
 # The docker template (issue 13): Docker in the sandbox, under gVisor,
 # without the host's engine. dockerd is not running until the first docker
 # command starts it; an image is built inside from a Dockerfile (FROM

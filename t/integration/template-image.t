@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: parallel
+# test: parallel, templates
 # t/integration/template-image.t — TAP: build (or skip) debian-12, unpack it
 # as a node would, and run it under runsc with --network=none.
 #

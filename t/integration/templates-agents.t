@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: templates
 # The coding-agent templates (issue 13): claude-code and codex, unattended
 # as root under gVisor, do real tool work (write a file, run a shell command
 # that checksums it) against t/integration/agent-stub.py, a stub model server

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: parallel, slow
+# test: parallel, slow, templates
 # Templates (issue 13): every catalog template the stack built runs its
 # runtime inside a sandbox, and the version it reports is the one in its
 # name; GET /sandbox/templates lists exactly what this node can run, the
