@@ -242,9 +242,57 @@ static struct stats_series *series_new(struct node *n, const char *id, const cha
 	return se;
 }
 
+/* The series by placement id, for one pass: an open-addressed table, so a
+ * pass over a thousand sandboxes is not a thousand walks of the list. */
+struct series_index {
+	struct stats_series **v;
+	size_t cap;
+};
+
+static size_t id_hash(const char *id)
+{
+	size_t h = 1469598103934665603ULL;
+
+	for (; *id; id++)
+		h = (h ^ (unsigned char)*id) * 1099511628211ULL;
+	return h;
+}
+
+static void index_build(struct series_index *ix, struct node *n)
+{
+	size_t count = 0;
+
+	for (struct stats_series *se = n->stats; se; se = se->next)
+		count++;
+	ix->cap = 16;
+	while (ix->cap < 2 * count)
+		ix->cap *= 2;
+	ix->v = calloc(ix->cap, sizeof(*ix->v));
+	if (!ix->v)
+		return; /* index_find falls back to the list */
+	for (struct stats_series *se = n->stats; se; se = se->next) {
+		size_t i = id_hash(se->id) & (ix->cap - 1);
+
+		while (ix->v[i])
+			i = (i + 1) & (ix->cap - 1);
+		ix->v[i] = se;
+	}
+}
+
+static struct stats_series *index_find(const struct series_index *ix, struct node *n, const char *id)
+{
+	if (!ix->v)
+		return series_find(n, id);
+	for (size_t i = id_hash(id) & (ix->cap - 1); ix->v[i]; i = (i + 1) & (ix->cap - 1))
+		if (!strcmp(ix->v[i]->id, id))
+			return ix->v[i];
+	return NULL;
+}
+
 void stats_pass(struct node *n)
 {
 	long long now = sbx_now_ms();
+	struct series_index ix;
 
 	writer_pump(n); /* every turn: the answer of the batch in flight */
 	if (now < n->next_stats)
@@ -252,6 +300,8 @@ void stats_pass(struct node *n)
 	n->next_stats = now + 1000;
 	for (struct stats_series *se = n->stats; se; se = se->next)
 		se->seen = false;
+	/* series made in this pass are not in it: each placement is met once */
+	index_build(&ix, n);
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
 		struct sb *s = &n->sbs[i];
 		struct stats_series *se;
@@ -261,7 +311,7 @@ void stats_pass(struct node *n)
 
 		if (s->st == SB_FREE || s->st == SB_DESTROYING || s->pool || !s->sandbox_id[0])
 			continue;
-		se = series_find(n, s->id);
+		se = index_find(&ix, n, s->id);
 		if (se)
 			se->seen = true; /* paused, resuming...: its history stays */
 		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
@@ -273,6 +323,7 @@ void stats_pass(struct node *n)
 		series_rebase(se, &p, &u);
 		series_add(se, &p);
 	}
+	free(ix.v);
 	for (struct stats_series **pp = &n->stats; *pp;) {
 		struct stats_series *se = *pp;
 		if (se->seen) {
