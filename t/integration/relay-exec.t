@@ -91,6 +91,9 @@ rx exec -- 000000000000000000000000 true 2> "$T/e"
 like "$? $(cat "$T/e")" "^250 .*error not_ready" "a sandbox not on this node: error not_ready"
 
 # ---- records ----
+# (written after the answer, off the node agent's loop: soon, not at once)
+recorded() { [ "$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$A' AND (timed_out OR cmd LIKE 'sh -c printf \"out%')")" -ge 2 ]; }
+wait_until 15 recorded
 n=$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$A' AND cmd LIKE 'sh -c printf \"out%' AND exit_code = 3 AND stdout_bytes = 4 AND stderr_bytes = 4 AND org_id = (SELECT org_id FROM sandboxes WHERE id = '$A')")
 is "$n" 1 "the exec is recorded (cmd, exit code, bytes, org)"
 n=$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$A' AND timed_out AND exit_code = 124 AND duration_ms >= 650")

@@ -25,7 +25,10 @@ rt_new it-usage-a
 A=$RT_ID
 rt_sh "$A" true > /dev/null
 rt_sh "$A" "echo hi" > /dev/null
-req nginx GET /usage
+# The node agent writes an exec's record after it answered (execlog.c, off
+# its loop): what is guaranteed is that both are counted soon, not at once.
+counted() { req nginx GET /usage && [ "$(j .data.sandboxes.count)|$(j .data.execs.count)" = "1|2" ]; }
+wait_until 15 counted
 is "$(j .data.sandboxes.count)|$(j .data.execs.count)" "1|2" "one sandbox, two execs are counted"
 cpu=$(sb_db "$A" cpu)
 is "$(j '.data.sandboxes.by_size | map("\(.cpu)/\(.memory_mb)/\(.sandboxes)") | join(",")')" "$cpu/256/1" \
