@@ -111,7 +111,8 @@ D=$SB_ID
 is "$STATUS $(j .data.egress.mode) $(sb_db "$D" "nomad_job_id")" "201 deny_all sbx-$D" "deny_all through Nomad: 201"
 DA=$(sb_db "$D" nomad_alloc_id)
 is "$(dk inspect -f '{{.HostConfig.NetworkMode}} {{.HostConfig.Runtime}}' "sandbox-$DA" 2> /dev/null)" \
-	"container:nomad_init_$DA runsc" "the task (runsc) joined the allocation's pause container's network namespace"
+	"container:$(dk inspect -f '{{.Id}}' "nomad_init_$DA" 2> /dev/null) runsc" \
+	"the task (runsc) joined the allocation's pause container's network namespace"
 DIP=$(rt_sh "$D" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('$GW', 9)); print(s.getsockname()[0])\"")
 like "$DIP" '^10\.213\.0\.[0-9]+$' "inside, eth0 has an address of the node's pool ($DIP)"
 like "$(ip -n "$EUP" -o link show master sbx0 2> /dev/null)" "sbxh${D:0:9}" "its veth is on the node's bridge (in the uplink)"
@@ -148,7 +149,7 @@ is "$(ntcp "$O" "$GW" 8080)" fail "open: the node is not reached"
 # ---- switching ---------------------------------------------------------------------------
 T_SECTION=switch
 nput "$D" '{"mode":"open"}'
-is "$STATUS $(j .data.egress.mode // .data.mode)" "200 open" "PUT egress open on the Nomad sandbox: 200"
+is "$STATUS $(j .data.egress.mode)" "200 open" "PUT egress open on the Nomad sandbox: 200"
 is "$(ntcp "$D" 192.0.2.10 8080)" web "...a public test host answers at once"
 nput "$D" '{"mode":"deny_all"}'
 is "$STATUS" 200 "PUT egress deny_all: 200"
