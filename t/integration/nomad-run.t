@@ -18,8 +18,9 @@
 #    state_dir/nomad): exec works on;
 #  - destroy: the container is gone, the job purged, the allocation's
 #    directory and the node's adoption removed; the sandbox answers 404.
-# Not covered (the contract server's header says why): CNI networking and
-# egress (the task has loopback only), pause/resume, snapshots, volumes.
+# Not covered: networking and egress (this test runs the contract server
+# without CNI, so the task has loopback only; nomad-net.t runs it with the
+# sbx network), pause/resume, snapshots, volumes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nomadlib.sh"
 
