@@ -110,7 +110,7 @@ like "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "^/.sbx/sbx-init --chan
 unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "${KEY:-the key}" \
 	"the channel key is not visible inside (sbx-init cleared it)"
 is "$(rt_sh "$A" "sed -n '3,\$p' /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '")" "lo " \
-	"no network interface but loopback: no route out, whatever the egress policy (CNI is not modelled)"
+	"no network interface but loopback: no route out (this run has no CNI; nomad-net.t has)"
 
 tag=nr$RANDOM
 rt_stream_start "$T_TMP/s" "/sandboxes/$A/exec" \
