@@ -31,7 +31,7 @@
 t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl runsc
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 
-plan 37
+plan 38
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -120,6 +120,8 @@ ok "$(in_eup nft list chain inet sbx "allow_$D" > /dev/null 2>&1 && in_eup nft l
 	"its nft chains are in the node's table"
 ok "$([ -e "/run/netns/sbx-$D" ] && [ "$(cat "$STATE/nomad-net/$D" 2> /dev/null)" = "$DA" ]; echo $?)" \
 	"its namespace is named sbx-ID; the agent noted the allocation it wired"
+like "$(rt_sh "$D" 'cat /etc/resolv.conf')" "^nameserver $GW" \
+	"its resolver is the node's forwarder on the gateway (the DNS of sbx-cni's result)"
 is "$(ntcp "$D" 192.0.2.10 8080)" fail "deny_all: a public test host is not reached"
 is "$(ntcp "$D" 169.254.169.254 80)" fail "deny_all: the metadata address is not reached"
 is "$(ntcp "$D" "$GW" 8080)" fail "deny_all: the node (gateway) is not reached"

@@ -51,8 +51,10 @@ that fails is a dead task ("failed to configure networking for alloc"),
 its network undone. When the allocation stops: the tasks' containers go,
 then DEL runs (plugins in reverse order), then the pause container.
 Without those options the container gets Docker's "none" network (loopback
-only). Nomad's own handling of the CNI result (its DNS, port mappings) is
-not modelled.
+only). Of the CNI result, the DNS is used as Nomad does since its fix
+nomad#20007 (a resolv.conf in the task's directory, bound at
+/etc/resolv.conf, as its docker driver does); port mappings are not
+modelled.
 
 What it does NOT cover: without --docker-host it does not run the task
 ("running" is only a state it moves the allocation to). Even with it:
@@ -680,6 +682,7 @@ class Handler(BaseHTTPRequestHandler):
         for p in net["conflist"]["plugins"]:
             net["added"].append(p)  # a failed ADD is DELeted too, as CNI asks of runtimes
             prev = self.cni_exec("ADD", net["conflist"], p, net, prev)
+        net["dns"] = ((prev or {}).get("dns") or {})
 
     def cni_teardown(self, net):
         """DEL, plugins in reverse order (errors logged: Nomad goes on), then the pause container."""
@@ -753,6 +756,19 @@ class Handler(BaseHTTPRequestHandler):
                 for m in c.get("mount") or []:
                     spec = f'type={m.get("type", "volume")},source={m.get("source", "")},target={m["target"]}'
                     cmd += ["--mount", spec + (",readonly" if m.get("readonly") else "")]
+                if net and net.get("dns", {}).get("nameservers"):
+                    # Nomad threads the DNS a CNI plugin returns into the task
+                    # (nomad#20007); its docker driver writes it as the task's
+                    # resolv.conf and binds it at /etc/resolv.conf
+                    d = net["dns"]
+                    rc_path = os.path.join(adir, t["Name"], "resolv.conf")
+                    with open(rc_path, "w") as fh:
+                        fh.write("".join(f"nameserver {x}\n" for x in d["nameservers"]))
+                        if d.get("search"):
+                            fh.write("search " + " ".join(d["search"]) + "\n")
+                        if d.get("options"):
+                            fh.write("options " + " ".join(d["options"]) + "\n")
+                    cmd += ["--mount", f"type=bind,source={rc_path},target=/etc/resolv.conf,readonly"]
                 if r.get("CPU"):
                     cmd += ["--cpu-shares", str(r["CPU"])]
                 if r.get("MemoryMB"):
