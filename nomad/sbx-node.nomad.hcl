@@ -59,6 +59,9 @@ job "sbx-node" {
           # the client's data_dir/alloc: the agent reaches the sbx-init of
           # each sandbox Nomad runs here in its allocation's directory
           nomad_alloc_dir = /var/lib/nomad/alloc
+          # sbx-cni (the CNI network sbx's plugin) asks the agent here to
+          # wire each allocation's network namespace (doc/nomad.md)
+          nomad_cni_socket = /run/sbx/cni.sock
           worker_pidfile = /run/sbx/sbx-worker.pid
           registry_url = http://registry.service.consul:5000
           # only the node agent here: provisioners and reapers run where

@@ -17,6 +17,7 @@ SBX_UNIT_TESTS = \
 	t/unit/stats_view_test \
 	t/unit/egress_test \
 	t/unit/nomad_job_test \
+	t/unit/nomad_net_test \
 	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
@@ -27,6 +28,10 @@ EXTRA_DIST += t/tap.h t/integration
 # The Nomad driver's JSON lives in workers/ (no I/O there): compiled in.
 t_unit_nomad_job_test_SOURCES = t/unit/nomad_job_test.c workers/nomad_job.c workers/nomad_job.h
 t_unit_nomad_job_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+# The sbx CNI network's agent side (libsbxnode) and the plugin (run as
+# ./workers/sbx-cni, built with the rest).
+t_unit_nomad_net_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+t_unit_nomad_net_test_LDADD = $(SBX_NODE_LIBS)
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

@@ -9,9 +9,10 @@
  *   nomad/ID/alloc.id   the Nomad allocation; sbx-init's socket is
  *                       nomad_alloc_dir/ALLOC/alloc/sbx-init.sock
  *
- * Everything else of the sandbox (container, image, network, cgroups) is
- * Nomad's: destroying an adopted sandbox here only forgets it, and the
- * provisioner deregisters the job. sandbox.c's connect, alive, destroy and
+ * Everything else of the sandbox (container, image, cgroups) is Nomad's,
+ * but for its network, which this agent wired when Nomad's client ran the
+ * sbx CNI plugin (nomad_net.c): destroying an adopted sandbox here removes
+ * that network and forgets it, and the provisioner deregisters the job. sandbox.c's connect, alive, destroy and
  * list come here for an adopted id. */
 #include "config.h"
 #include <ctype.h>
@@ -28,6 +29,7 @@
 #include "cleanup.h"
 #include "clock.h"
 #include "host.h"
+#include "nomad_net.h"
 #include "sandbox.h"
 
 #define ADOPT_SOCK "sbx-init.sock" /* in the allocation's /alloc (nomad_job.c's --channel) */
@@ -135,6 +137,10 @@ int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx
 		return sbx_err_sys(err, "sandbox", "unlink %s", f);
 	if (rmdir(d) < 0 && errno != ENOENT)
 		return sbx_err_sys(err, "sandbox", "rmdir %s", d);
+	/* the network we wired for it (sbx-cni's ADD): ours to remove, the
+	 * DEL that comes when Nomad stops the allocation finds nothing left */
+	if (nomad_net_wired(c, id) && nomad_net_unwire(c, id, err) < 0)
+		return -1;
 	return 0;
 }
 

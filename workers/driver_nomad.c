@@ -344,8 +344,14 @@ static int wait_running(struct driver *d, const char *job, const char *eval_id, 
 static int adopt(struct driver *d, const struct sandbox_rec *s, const char *node, const char *alloc_id,
 		 const char *key_hex, long long deadline, sbx_err *err)
 {
-	cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id", s->id, "placement_id", s->id,
-					      "alloc_id", alloc_id, "chan_key", key_hex);
+	json_error_t jerr;
+	json_t *allow = json_loads(s->egress_allow_json ? s->egress_allow_json : "[]", 0, &jerr);
+	/* the record's policy, put in force on the network sbx-cni had the
+	 * agent wire (deny_all until then): never looser than the record */
+	cleanup_json json_t *body = json_pack("{s:s, s:s, s:s, s:s, s:{s:s, s:o}}", "sandbox_id", s->id, "placement_id",
+					      s->id, "alloc_id", alloc_id, "chan_key", key_hex, "egress", "mode",
+					      s->egress_mode[0] ? s->egress_mode : "deny_all", "allow",
+					      allow ? allow : json_array());
 	cleanup_reply struct sbx_reply rep = { 0 };
 	long long left = deadline - now_ms();
 

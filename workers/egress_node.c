@@ -287,9 +287,8 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 	sbx_err err = SBX_ERR_INIT;
 
 	if (sbx_db_query(e->db, &r, &err,
-			 /* a sandbox Nomad runs has no network of ours (doc/nomad.md) */
-			 "SELECT placement_id, egress_mode, egress_allow::text FROM sandboxes WHERE node_id = $1 "
-			 "AND status = 'ready' AND nomad_alloc_id IS NULL FOR SHARE SKIP LOCKED",
+			 "SELECT placement_id, egress_mode, egress_allow::text, nomad_alloc_id IS NOT NULL "
+			 "FROM sandboxes WHERE node_id = $1 AND status = 'ready' FOR SHARE SKIP LOCKED",
 			 1, node_id) < 0)
 		return;
 	for (int i = 0; i < PQntuples(r); i++) {
@@ -298,7 +297,12 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 		json_t *allow;
 		static struct sbx_egress p;
 		struct eg_sb *s = find(e, id);
+		char ip[16];
 		if (s && s->pending)
+			continue;
+		/* a sandbox Nomad runs has a network of ours only when sbx-cni
+		 * had us wire it (doc/nomad.md); without, it has loopback only */
+		if (!s && PQgetvalue(r, i, 3)[0] == 't' && net_sandbox_ip(e->c, id, ip, &err) < 0)
 			continue;
 		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
 		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0 && (!s || !same_policy(&s->p, &p))) {

@@ -11,7 +11,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/oci.c workers/oci.h \
 	workers/volume.c workers/volume.h \
 	workers/pause.c workers/snapshot.c \
-	workers/sandbox.c workers/sandbox.h workers/adopt.c \
+	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/nomad_net.c workers/nomad_net.h \
 	workers/freezer.c workers/freezer.h \
 	workers/stats.c workers/stats.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
@@ -26,6 +26,13 @@ workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c wor
 	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h workers/node_stats.c
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
+
+# The sbx CNI plugin (doc/nomad.md): Nomad's client runs it from its
+# cni_path as the type "sbx-cni" of the sbx network; it asks this node's
+# agent to wire the allocation's network namespace.
+pkglibexec_PROGRAMS += workers/sbx-cni
+workers_sbx_cni_SOURCES = workers/sbx-cni.c
+workers_sbx_cni_LDADD = $(JANSSON_LIBS)
 
 # Test helper: one ping through RabbitMQ (t/integration/worker-master.t).
 noinst_PROGRAMS += workers/sbx-worker-ping

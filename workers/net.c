@@ -21,7 +21,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/statfs.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "cleanup.h"
@@ -37,7 +40,7 @@
  * the subnet is cut into blocks of 1024 addresses, one bridge each (see
  * "bridges" below). */
 #define BLOCK_BITS 10
-#define BLOCK_SIZE (1u << BLOCK_BITS)
+#define BR_BLOCK_SIZE (1u << BLOCK_BITS)
 
 /* ---- running ip and nft ------------------------------------------------ */
 
@@ -270,7 +273,7 @@ static int bridge_name(const struct net_config *c, unsigned k, char out[16], sbx
 	if (n < 0 || n >= 16)
 		return sbx_err_set(err, 503, "no_address",
 				   "no bridge for sandbox %u and on: '%s-%u' is longer than an interface name (a shorter "
-				   "net_bridge gives room)", k * BLOCK_SIZE, c->bridge, k);
+				   "net_bridge gives room)", k * BR_BLOCK_SIZE, c->bridge, k);
 	return 0;
 }
 
@@ -347,7 +350,7 @@ static int ensure_bridge(const struct net_config *c, const struct subnet *sn, un
 	if (b.oom || net_nft_apply(c, b.s, err) < 0)
 		return sbx_err_ctx(err, "bridge %s", name);
 	b.len = 0;
-	ip4_str(sn->net + k * BLOCK_SIZE, block);
+	ip4_str(sn->net + k * BR_BLOCK_SIZE, block);
 	if (!have)
 		bprintf(&b, "link add %s type bridge stp_state 0\n", name);
 	bprintf(&b,
@@ -473,7 +476,7 @@ static int alloc_ip(const struct net_config *c, const struct subnet *sn, char ou
 	if (u.n)
 		qsort(u.a, u.n, sizeof(*u.a), cmp_u32);
 	while (cand <= last) {
-		if (((cand - sn->net) & (BLOCK_SIZE - 1)) < 2) {
+		if (((cand - sn->net) & (BR_BLOCK_SIZE - 1)) < 2) {
 			cand++;
 			continue;
 		}
@@ -624,8 +627,52 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 #undef STEP_ERR
 }
 
+/* The network namespace at path (a CNI runtime's, e.g. /proc/PID/ns/net)
+ * named NETNS_DIR/name by a bind mount, as `ip netns attach` does, so the
+ * rest is the same as for a namespace of ours (`ip netns del` undoes it; the
+ * namespace itself lives on with whoever holds it). Never the agent's own
+ * namespace or the uplink's: eth0 there would put a sandbox on the host. */
+static int netns_attach(const struct net_config *c, const char *name, const char *path, sbx_err *err)
+{
+	cleanup_close int fd = -1, tfd = -1;
+	char target[PATH_MAX], src[64], up[PATH_MAX];
+	struct statfs sf;
+	struct stat st, own;
+
+	if (!path || path[0] != '/' || strlen(path) >= PATH_MAX - 1)
+		return sbx_err_set(err, 400, "net", "the network namespace path must be absolute");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return sbx_err_sys(err, "net", "open network namespace %s", path);
+	if (fstatfs(fd, &sf) < 0 || sf.f_type != NSFS_MAGIC || fstat(fd, &st) < 0)
+		return sbx_err_set(err, 400, "net", "%s is not a network namespace", path);
+	snprintf(up, sizeof(up), NETNS_DIR "/%s", uplink(c) ? c->uplink_netns : "");
+	if ((stat("/proc/self/ns/net", &own) == 0 && own.st_ino == st.st_ino && own.st_dev == st.st_dev) ||
+	    (uplink(c) && stat(up, &own) == 0 && own.st_ino == st.st_ino && own.st_dev == st.st_dev))
+		return sbx_err_set(err, 400, "net", "%s is the node's own network namespace", path);
+	(void)mkdir(NETNS_DIR, 0755);
+	snprintf(target, sizeof(target), NETNS_DIR "/%s", name);
+	tfd = open(target, O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (tfd < 0)
+		return sbx_err_sys(err, "net", "create %s", target);
+	snprintf(src, sizeof(src), "/proc/self/fd/%d", fd);
+	if (mount(src, target, "none", MS_BIND, NULL) < 0) {
+		int e = errno;
+		unlink(target);
+		errno = e;
+		return sbx_err_sys(err, "net", "bind %s at %s", path, target);
+	}
+	return 0;
+}
+
 int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struct net_sandbox *out,
 		       sbx_err *err)
+{
+	return net_sandbox_create_in(c, sandbox_id, NULL, out, err);
+}
+
+int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, const char *netns_path,
+			  struct net_sandbox *out, sbx_err *err)
 {
 	cleanup_close int lock = -1;
 	cleanup_buf struct buf b = { 0 };
@@ -661,8 +708,13 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 		goto fail;
 	made |= T_ALLOW;
 
-	/* 2. The namespace (fails if it exists: never adopt one). */
-	{
+	/* 2. The namespace (fails if it exists: never adopt one), or the
+	 * CNI runtime's, named like ours. */
+	if (netns_path) {
+		if (netns_attach(c, ns.netns, netns_path, err) < 0)
+			goto fail;
+		made |= T_NETNS;
+	} else {
 		const char *argv[] = { "ip", "netns", "add", ns.netns, NULL };
 		if (net_run_ok(NULL, argv, NULL, &o, err) < 0)
 			goto fail;

@@ -34,6 +34,14 @@ int net_node_setup(const struct net_config *c, sbx_err *err);
 int net_sandbox_create(const struct net_config *c, const char *sandbox_id,
 		       struct net_sandbox *out, sbx_err *err);
 
+/* The same in a network namespace someone else made (a CNI runtime's, at
+ * netns_path, e.g. /proc/PID/ns/net: Nomad's, through sbx-cni): it is named
+ * "sbx-<id>" in /run/netns like ours (a bind mount), so destroy and the
+ * leftovers' listing treat it as ours; destroy leaves the namespace itself
+ * to its owner. netns_path NULL: a namespace of ours. */
+int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, const char *netns_path,
+			  struct net_sandbox *out, sbx_err *err);
+
 /* Idempotent: removes the sandbox's veth, netns, neighbour entry, nft map
  * element and chains, whichever exist. */
 int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_err *err);

@@ -42,6 +42,7 @@
 #include "sandbox_state.h"
 #include "volume.h"
 #include "node_int.h"
+#include "nomad_net.h"
 
 struct sb *sb_find(struct node *n, const char *id)
 {
@@ -696,6 +697,12 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		log_warnx("%s", err.msg);
 	if (!n->egress)
 		fatal("egress_node_new");
+	/* the sbx CNI network of the sandboxes Nomad runs here (nomad_net.h) */
+	if (*sbx_cfg_str(cfg, "nomad_cni_socket")) {
+		n->cni = nomad_net_new(&n->sc, sbx_cfg_str(cfg, "nomad_cni_socket"), n->ep, &err);
+		if (!n->cni)
+			log_warnx("the sbx CNI network is not served: %s", err.msg);
+	}
 	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
 	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
@@ -771,6 +778,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 				struct signalfd_siginfo si;
 				while (read(n->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
 					;
+			} else if (nomad_net_owns(n->cni, evs[i].data.ptr)) {
+				nomad_net_on_event(n->cni);
 			} else if (egress_node_owns(n->egress, evs[i].data.ptr)) {
 				egress_node_on_event(n->egress, evs[i].data.ptr);
 			} else if (relay_owns(n->relay, evs[i].data.ptr)) {
@@ -800,6 +809,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	relay_free(n->relay);
 	stats_free(n);
 	execlog_free(n->xlog); /* after the relay: its last ops are recorded */
+	nomad_net_free(n->cni);
 	egress_node_free(n->egress);
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);

@@ -20,6 +20,7 @@
 #include "json.h"
 #include "log.h"
 #include "node_int.h"
+#include "nomad_net.h"
 #include "sandbox_state.h"
 
 /* ---- liveness and leftovers ---- */
@@ -204,6 +205,10 @@ void reap_orphans(struct node *n, bool at_start)
 			continue;
 		s = sb_find(n, id);
 		if (s && s->st != SB_READY)
+			continue;
+		/* a network Nomad had wired for a create still in flight (its
+		 * record has no placement yet): past the create's bound it goes */
+		if (!s && nomad_net_pending(&n->sc, id, (sbx_cfg_int(n->cfg, "start_timeout") + 30) * 1000))
 			continue;
 		/* the record that points at this placement, and the one it serves
 		 * (while a start or a warm hand-over is being recorded, that one is

@@ -89,6 +89,7 @@ struct node {
 	int mq_wfd; /* our own dup of the broker's socket, as registered in epoll */
 	long long pool_retry_at; /* a pool start failed: no other before this (mono ms) */
 	struct egress_node *egress; /* policies in force, hostnames kept current, DNS forwarder */
+	struct nomad_net *cni;      /* the sbx CNI network's socket (nomad_net.h); NULL: not served */
 	struct execlog *xlog; /* the execs rows, written off the loop (execlog.c) */
 	struct stats_series *stats; /* node_stats.c: each sandbox's recent use */
 	long long next_stats;

@@ -152,14 +152,8 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 							   "no such sandbox on this node"));
 		return;
 	}
-	if (s->nomad) {
-		/* no network of ours: Nomad's task has no route out (doc/nomad.md) */
-		send_reply(n, m->reply_to, m->correlation_id,
-			   sbx_reply_fail("not_supported",
-					  "egress changes are not supported for sandboxes Nomad runs yet "
-					  "(they have no route out)"));
-		return;
-	}
+	/* a sandbox Nomad runs has the network sbx-cni had us wire: the same
+	 * rules, switched the same way (one without it has no route out) */
 	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {
 		log_warnx("sandbox %s: %s (the policy in force before stays)", id, err.msg);
 		send_reply(n, m->reply_to, m->correlation_id,
@@ -170,17 +164,38 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 		   json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}"));
 }
 
+/* The record's policy in force on an adopted sandbox's network (the one
+ * sbx-cni had us wire, deny_all until now). A sandbox without that network
+ * has loopback only: fine for deny_all, a failure for any other mode. */
+static int adopt_egress(struct node *n, const char *id, const struct sbx_egress *p, sbx_err *err)
+{
+	char ip[16];
+	sbx_err e2 = SBX_ERR_INIT;
+
+	if (net_sandbox_ip(&n->net, id, ip, &e2) < 0) {
+		if (p->mode == SBX_EGRESS_DENY_ALL)
+			return 0;
+		return sbx_err_set(err, 503, "egress_failed",
+				   "its Nomad allocation has no sbx network on this node (%s): is the network's CNI "
+				   "plugin sbx-cni?",
+				   e2.msg);
+	}
+	return egress_node_set(n->egress, id, p, NULL, err);
+}
+
 void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
+	static struct sbx_egress p;
 	const char *id = NULL, *sid = NULL, *alloc = NULL, *key = NULL;
+	json_t *eg = NULL;
 	json_error_t jerr;
 	sbx_err err = SBX_ERR_INIT;
 	struct sb *s;
 	int fd = -1;
 
-	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s}", "sandbox_id", &sid, "placement_id", &id,
-			   "alloc_id", &alloc, "chan_key", &key) < 0 ||
-	    !sbx_id_valid(id) || !sbx_id_valid(sid)) {
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?o}", "sandbox_id", &sid, "placement_id",
+			   &id, "alloc_id", &alloc, "chan_key", &key, "egress", &eg) < 0 ||
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || egress_unpack(eg, &p, &err) < 0) {
 		log_warnx("rejecting a malformed adopt request");
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed adopt request"));
 		return;
@@ -210,9 +225,19 @@ void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
 		return;
 	}
 	close(fd);
+	if (adopt_egress(n, id, &p, &err) < 0) {
+		sbx_err e2 = SBX_ERR_INIT;
+		log_warnx("sandbox %s: Nomad allocation %s: %s", sid, alloc, err.msg);
+		egress_node_forget(n->egress, id);
+		if (sandbox_adopted_forget(&n->sc, id, &e2) < 0)
+			log_warnx("sandbox %s: %s", sid, e2.msg);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
+		return;
+	}
 	s = sb_add(n, id, SB_READY, 0, 0); /* Nomad admitted its memory and disk */
 	if (!s) {
 		sbx_err e2 = SBX_ERR_INIT;
+		egress_node_forget(n->egress, id);
 		sandbox_adopted_forget(&n->sc, id, &e2);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", "the node tracks too many sandboxes"));
 		return;

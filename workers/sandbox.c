@@ -44,6 +44,7 @@
 #include "oci.h"
 #include "runsc.h"
 #include "sandbox.h"
+#include "nomad_net.h"
 #include "volume.h"
 #include "freezer.h"
 
@@ -376,6 +377,14 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 	return rc < 0 ? sbx_err_ctx(err, "destroy %s", id) : 0;
 }
 
+static bool sandbox_dir_exists(const struct sandbox_node_cfg *c, const char *id)
+{
+	struct sandbox_paths p;
+
+	sandbox_paths(c, id, &p);
+	return access(p.dir, F_OK) == 0;
+}
+
 int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
 	if (check_cfg(c, id, err) < 0)
@@ -383,6 +392,10 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 	/* Nomad's allocation: the provisioner deregisters it, the node forgets it */
 	if (sandbox_adopted(c, id))
 		return sandbox_adopted_forget(c, id, err);
+	/* Nomad's allocation whose network we wired, never adopted (a create
+	 * that failed, a DEL that never came): only the network is ours */
+	if (nomad_net_wired(c, id) && !sandbox_dir_exists(c, id))
+		return nomad_net_unwire(c, id, err);
 	return teardown(c, id, err);
 }
 
@@ -639,6 +652,11 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	/* sandboxes Nomad runs here, adopted (adopt.c) */
 	if (sandbox_adopted_list(c, &s) < 0) {
 		sbx_err_sys(err, "sandbox", "list %s/nomad", c->state_dir);
+		goto fail;
+	}
+	/* networks wired for Nomad's allocations (nomad_net.c) */
+	if (nomad_net_list(c, &s) < 0) {
+		sbx_err_sys(err, "sandbox", "list %s/nomad-net", c->state_dir);
 		goto fail;
 	}
 	/* 2. runsc's containers */

@@ -18,8 +18,9 @@
 #    state_dir/nomad): exec works on;
 #  - destroy: the container is gone, the job purged, the allocation's
 #    directory and the node's adoption removed; the sandbox answers 404.
-# Not covered (the contract server's header says why): CNI networking and
-# egress (the task has loopback only), pause/resume, snapshots, volumes.
+# Not covered: networking and egress (this test runs the contract server
+# without CNI, so the task has loopback only; nomad-net.t runs it with the
+# sbx network), pause/resume, snapshots, volumes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nomadlib.sh"
 
@@ -109,7 +110,7 @@ like "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "^/.sbx/sbx-init --chan
 unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "${KEY:-the key}" \
 	"the channel key is not visible inside (sbx-init cleared it)"
 is "$(rt_sh "$A" "sed -n '3,\$p' /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '")" "lo " \
-	"no network interface but loopback: no route out, whatever the egress policy (CNI is not modelled)"
+	"no network interface but loopback: no route out (this run has no CNI; nomad-net.t has)"
 
 tag=nr$RANDOM
 rt_stream_start "$T_TMP/s" "/sandboxes/$A/exec" \

@@ -33,12 +33,32 @@ containers and directories (a lost allocation's task runs on until then,
 as on a client Nomad's servers lost contact with). Containers carry the label
 sbx-nomad-contract=1, so a test removes whatever is left.
 
+With --cni-config-dir and --cni-path it also plays the client's CNI
+networking for a group whose network mode is cni/NAME, as Nomad documents
+it (job-networking/cni, the client's cni_path and cni_config_dir): before
+the tasks start, a pause container per allocation with no network
+("nomad_init_ALLOC", Docker's default runtime; Nomad uses its infra_image,
+this server the task's image running `sleep infinity`); the plugins of the
+configuration list named NAME in --cni-config-dir are run from --cni-path
+with CNI_COMMAND=ADD against the pause container's network namespace
+(/proc/PID/ns/net), CNI_CONTAINERID the allocation id, CNI_IFNAME eth0 and
+CNI_ARGS with IgnoreUnknown and Nomad's NOMAD_REGION, NOMAD_NAMESPACE,
+NOMAD_JOB_ID, NOMAD_GROUP_NAME and NOMAD_ALLOC_ID (each plugin gets the
+previous one's result as prevResult); the task containers join that
+namespace (--network container:PAUSE), so the namespace is wired before
+runsc starts (runsc takes its interfaces at start, DESIGN.md). A plugin
+that fails is a dead task ("failed to configure networking for alloc"),
+its network undone. When the allocation stops: the tasks' containers go,
+then DEL runs (plugins in reverse order), then the pause container.
+Without those options the container gets Docker's "none" network (loopback
+only). Of the CNI result, the DNS is used as Nomad does since its fix
+nomad#20007 (a resolv.conf in the task's directory, bound at
+/etc/resolv.conf, as its docker driver does); port mappings are not
+modelled.
+
 What it does NOT cover: without --docker-host it does not run the task
 ("running" is only a state it moves the allocation to). Even with it:
-no CNI plugin runs: the job's network (cni/NAME) is checked against
---cni-networks, but the container gets Docker's "none" network (its own
-network namespace with loopback only), so a sandbox has no route out
-whatever its egress policy says (doc/nomad.md); no templates, artifacts,
+no templates, artifacts,
 services, logs API, restarts or health checks; a task that dies after it
 started is not noticed. It has one node and one region, no deployments, no
 multi-region, no real ACL policies (one token that may do everything, or
@@ -64,7 +84,8 @@ Control endpoints for tests (not Nomad's), under /_contract/:
   GET  /_contract/state  jobs, allocations, evaluations now
 
 Usage: server.py --port-file FILE [--port N] [--token-file F] [--node-name N]
-                 [--docker-host unix:///PATH --alloc-dir DIR [--docker /usr/bin/docker]]
+                 [--docker-host unix:///PATH --alloc-dir DIR [--docker /usr/bin/docker]
+                  [--cni-path DIR --cni-config-dir DIR]]
                  [--node-pool P] [--namespaces a,b] [--cni-networks a,b]
                  [--allow-runtimes runc,runsc] [--allow-caps all]
                  [--volumes-enabled] [--node-memory-mb N]
@@ -282,6 +303,7 @@ class State:
                      "error_500": False}
         self.node_id = str(uuid.uuid4())
         self.containers = {}  # alloc id -> [docker container names]
+        self.networks = {}  # alloc id -> its CNI network (pause container, netns, plugins added)
 
     def bump(self):
         """Under self.cv: a change; wakes every blocking query."""
@@ -605,6 +627,74 @@ class Handler(BaseHTTPRequestHandler):
                            capture_output=True, text=True, timeout=timeout)
         return r.returncode, (r.stderr.strip().splitlines() or [""])[-1]
 
+    # -- CNI networking (--cni-path, --cni-config-dir) ---------------------
+    @staticmethod
+    def cni_conflist(name):
+        """The configuration list named name in the client's cni_config_dir
+        (files in lexical order, as libcni loads them)."""
+        d = Handler.st.args.cni_config_dir
+        for f in sorted(os.listdir(d)):
+            if not f.endswith((".conflist", ".conf", ".json")):
+                continue
+            with open(os.path.join(d, f)) as fh:
+                c = json.load(fh)
+            if c.get("name") == name:
+                return c if "plugins" in c else {"name": name, "cniVersion": c.get("cniVersion", "0.4.0"),
+                                                 "plugins": [c]}
+        raise OSError(f"no CNI configuration named {name!r} in {d}")
+
+    @staticmethod
+    def cni_exec(cmd, conflist, plugin, net, prev=None):
+        a = Handler.st.args
+        conf = dict(plugin, name=conflist["name"], cniVersion=conflist.get("cniVersion", "0.4.0"))
+        if prev is not None:
+            conf["prevResult"] = prev
+        env = {"CNI_COMMAND": cmd, "CNI_CONTAINERID": net["aid"], "CNI_NETNS": net["netns"], "CNI_IFNAME": "eth0",
+               "CNI_ARGS": net["args"], "CNI_PATH": a.cni_path, "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+        exe = os.path.join(a.cni_path, plugin["type"])
+        r = subprocess.run([exe], input=json.dumps(conf), env=env, capture_output=True, text=True, timeout=60)
+        out = r.stdout.strip()
+        if r.returncode:
+            try:
+                e = json.loads(out)
+                msg = f'{e.get("msg")} (code {e.get("code")})'
+            except ValueError:
+                msg = (out or r.stderr.strip() or f"exit {r.returncode}")[:300]
+            raise OSError(f'plugin type="{plugin["type"]}" failed ({cmd}): {msg}')
+        return json.loads(out) if cmd == "ADD" and out else prev
+
+    def cni_setup(self, aid, group, image, net):
+        """The pause container and ADD: net["netns"] wired, or OSError."""
+        name = f"nomad_init_{aid}"
+        net["pause"] = name
+        rc, err = self.docker(["run", "-d", "--name", name, "--label", "sbx-nomad-contract=1", "--network", "none",
+                               "--entrypoint", "sleep", image, "infinity"])
+        if rc:
+            raise OSError(f"failed to create the network namespace: {err}")
+        r = subprocess.run([self.st.args.docker, "-H", self.st.args.docker_host, "inspect", "-f", "{{.State.Pid}}",
+                            name], capture_output=True, text=True, timeout=60)
+        pid = r.stdout.strip()
+        if r.returncode or not pid.isdigit() or pid == "0":
+            raise OSError(f"failed to create the network namespace: no pid ({r.stderr.strip()})")
+        net["netns"] = f"/proc/{pid}/ns/net"
+        net["conflist"] = self.cni_conflist(net["mode"][4:])
+        prev = None
+        for p in net["conflist"]["plugins"]:
+            net["added"].append(p)  # a failed ADD is DELeted too, as CNI asks of runtimes
+            prev = self.cni_exec("ADD", net["conflist"], p, net, prev)
+        net["dns"] = ((prev or {}).get("dns") or {})
+
+    def cni_teardown(self, net):
+        """DEL, plugins in reverse order (errors logged: Nomad goes on), then the pause container."""
+        for p in reversed(net.get("added") or []):
+            try:
+                self.cni_exec("DEL", net["conflist"], p, net)
+            except (OSError, ValueError, subprocess.SubprocessError) as e:
+                sys.stderr.write(f"contract server: CNI DEL for {net['aid']}: {e}\n")
+        net["added"] = []
+        if net.get("pause"):
+            self.docker(["rm", "-f", net["pause"]], timeout=60)
+
     def docker_runs(self, aid, group):
         """The client's docker driver starts the group's tasks (no lock held)."""
         st, a = self.st, self.st.args
@@ -616,8 +706,31 @@ class Handler(BaseHTTPRequestHandler):
                     "NOMAD_SECRETS_DIR": "/secrets", "NOMAD_JOB_ID": al["JobID"] if al else "",
                     "NOMAD_NAMESPACE": al["Namespace"] if al else "", "NOMAD_GROUP_NAME": group["Name"]}
             st.containers[aid] = names
+            mode = ((group.get("Networks") or [{}])[0].get("Mode") or "")
+            net = None
+            if mode.startswith("cni/") and a.cni_config_dir:
+                # Nomad leaves out a value with a semicolon (its docs)
+                args = [("IgnoreUnknown", "true"), ("NOMAD_REGION", a.region), ("NOMAD_NAMESPACE", env0["NOMAD_NAMESPACE"]),
+                        ("NOMAD_JOB_ID", env0["NOMAD_JOB_ID"]), ("NOMAD_GROUP_NAME", group["Name"]), ("NOMAD_ALLOC_ID", aid)]
+                net = {"aid": aid, "mode": mode, "netns": "", "added": [],
+                       "args": ";".join(f"{k}={v}" for k, v in args if ";" not in v)}
+                st.networks[aid] = net
+        netmode = "none"
         try:
             os.makedirs(os.path.join(adir, "alloc"), mode=0o755, exist_ok=True)
+            if net:
+                img = (group["Tasks"][0].get("Config") or {}).get("image", "")
+                rc, err = self.docker(["image", "inspect", img])
+                if rc:
+                    rc, err = self.docker(["pull", "-q", img])
+                if rc:
+                    raise OSError(f"failed to create the network namespace: pull {img}: {err}")
+                try:
+                    self.cni_setup(aid, group, img, net)
+                except (OSError, ValueError, subprocess.SubprocessError) as e:
+                    raise OSError(f'failed to setup alloc: pre-run hook "network" failed: failed to configure '
+                                  f'networking for alloc: {e}')
+                netmode = f'container:{net["pause"]}'
             for t in group["Tasks"]:
                 c, r = t.get("Config") or {}, t.get("Resources") or {}
                 for sub in ("local", "secrets"):
@@ -631,7 +744,7 @@ class Handler(BaseHTTPRequestHandler):
                     break
                 name = f'{t["Name"]}-{aid}'
                 cmd = ["run", "-d", "--name", name, "--label", "sbx-nomad-contract=1",
-                       "--runtime", c.get("runtime") or "runc", "--network", "none",
+                       "--runtime", c.get("runtime") or "runc", "--network", netmode,
                        "-v", f'{adir}/alloc:/alloc', "-v", f'{adir}/{t["Name"]}/local:/local',
                        "-v", f'{adir}/{t["Name"]}/secrets:/secrets']
                 if c.get("pids_limit"):
@@ -643,6 +756,19 @@ class Handler(BaseHTTPRequestHandler):
                 for m in c.get("mount") or []:
                     spec = f'type={m.get("type", "volume")},source={m.get("source", "")},target={m["target"]}'
                     cmd += ["--mount", spec + (",readonly" if m.get("readonly") else "")]
+                if net and net.get("dns", {}).get("nameservers"):
+                    # Nomad threads the DNS a CNI plugin returns into the task
+                    # (nomad#20007); its docker driver writes it as the task's
+                    # resolv.conf and binds it at /etc/resolv.conf
+                    d = net["dns"]
+                    rc_path = os.path.join(adir, t["Name"], "resolv.conf")
+                    with open(rc_path, "w") as fh:
+                        fh.write("".join(f"nameserver {x}\n" for x in d["nameservers"]))
+                        if d.get("search"):
+                            fh.write("search " + " ".join(d["search"]) + "\n")
+                        if d.get("options"):
+                            fh.write("options " + " ".join(d["options"]) + "\n")
+                    cmd += ["--mount", f"type=bind,source={rc_path},target=/etc/resolv.conf,readonly"]
                 if r.get("CPU"):
                     cmd += ["--cpu-shares", str(r["CPU"])]
                 if r.get("MemoryMB"):
@@ -660,7 +786,7 @@ class Handler(BaseHTTPRequestHandler):
                     why = f"failed to start task: {err}"
                     break
         except (OSError, subprocess.SubprocessError) as e:
-            why = f"failed to start task: {e}"
+            why = str(e) if str(e).startswith("failed to ") else f"failed to start task: {e}"
         with st.cv:
             al = st.allocs.get(aid)
             gone = not al or al["DesiredStatus"] != "run"
@@ -675,8 +801,11 @@ class Handler(BaseHTTPRequestHandler):
         st, a = self.st, self.st.args
         with st.cv:
             names = list(names or []) + st.containers.pop(aid, [])
+            net = st.networks.pop(aid, None)
         for n in sorted(set(names)):
             self.docker(["rm", "-f", n], timeout=60)
+        if net:
+            self.cni_teardown(net)
         shutil.rmtree(os.path.join(a.alloc_dir, aid), ignore_errors=True)
 
     def stop_later(self, aids):
@@ -779,9 +908,13 @@ def main():
     ap.add_argument("--docker-host", default="", help="run tasks through this Docker engine (unix:///PATH)")
     ap.add_argument("--docker", default="/usr/bin/docker")
     ap.add_argument("--alloc-dir", default="", help="the client's data_dir/alloc")
+    ap.add_argument("--cni-path", default="", help="the client's cni_path (CNI plugins)")
+    ap.add_argument("--cni-config-dir", default="", help="the client's cni_config_dir")
     a = ap.parse_args()
     if a.docker_host and not a.alloc_dir:
         sys.exit("contract server: --docker-host needs --alloc-dir")
+    if bool(a.cni_path) != bool(a.cni_config_dir) or (a.cni_path and not a.docker_host):
+        sys.exit("contract server: --cni-path and --cni-config-dir go together, with --docker-host")
     if a.bind not in ("127.0.0.1", "::1", "localhost"):
         sys.exit("contract server: loopback only")
     a.token = open(a.token_file).read().strip() if a.token_file else ""
