@@ -242,16 +242,7 @@ int sandbox_adopted_alive(const struct sandbox_node_cfg *c, const char *id, char
 int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
 {
 	char d[600];
-	DIR *dir;
-	struct dirent *e;
 
 	snprintf(d, sizeof(d), "%.300s/nomad", c->state_dir);
-	dir = opendir(d);
-	if (!dir)
-		return errno == ENOENT ? 0 : -1;
-	while ((e = readdir(dir)))
-		if (sbx_id_valid(e->d_name))
-			host_idset_add(s, e->d_name, strlen(e->d_name));
-	closedir(dir);
-	return 0;
+	return host_idset_add_dir(s, d);
 }

@@ -1,6 +1,7 @@
 /* Running host tools for the node side (host.h): one runner for the sandbox
  * steps (mkfs, runsc) and the network plumbing (ip, nft). */
 #include "config.h"
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -122,6 +123,19 @@ void host_idset_add(struct host_idset *s, const char *id, size_t len)
 static int cmp_str(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int host_idset_add_dir(struct host_idset *s, const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return errno == ENOENT ? 0 : -1;
+	while ((e = readdir(d)))
+		host_idset_add(s, e->d_name, strlen(e->d_name));
+	closedir(d);
+	return 0;
 }
 
 int host_idset_take(struct host_idset *s, char ***ids, size_t *n)

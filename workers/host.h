@@ -76,6 +76,9 @@ struct host_idset {
 	bool oom;
 };
 void host_idset_add(struct host_idset *s, const char *id, size_t len);
+/* Adds the name of each entry of DIR that is an object id; a DIR that does
+ * not exist adds nothing. -1 (errno set) when it cannot be read. */
+int host_idset_add_dir(struct host_idset *s, const char *dir);
 /* Hands the ids over sorted (free with host_strv_free) and empties the set;
  * -1 when an id was lost to a lack of memory (then the set is freed). */
 int host_idset_take(struct host_idset *s, char ***ids, size_t *n);

@@ -123,18 +123,9 @@ int nomad_net_unwire(const struct sandbox_node_cfg *c, const char *id, sbx_err *
 int nomad_net_list(const struct sandbox_node_cfg *c, struct host_idset *s)
 {
 	char d[400];
-	DIR *dir;
-	struct dirent *e;
 
 	snprintf(d, sizeof(d), "%.300s/nomad-net", c->state_dir);
-	dir = opendir(d);
-	if (!dir)
-		return errno == ENOENT ? 0 : -1;
-	while ((e = readdir(dir)))
-		if (sbx_id_valid(e->d_name))
-			host_idset_add(s, e->d_name, strlen(e->d_name));
-	closedir(dir);
-	return 0;
+	return host_idset_add_dir(s, d);
 }
 
 /* v as text (malloc'd), v released; NULL when either fails. */

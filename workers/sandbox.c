@@ -635,8 +635,6 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	char sbdir[512], **v;
 	size_t vn;
 	int *devs;
-	DIR *d;
-	struct dirent *e;
 
 	*ids = NULL;
 	*n = 0;
@@ -644,11 +642,7 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 		return sbx_err_set(err, 500, "sandbox_config", "state_dir must be a plain absolute path");
 	snprintf(sbdir, sizeof(sbdir), "%s/sandboxes", c->state_dir);
 	/* 1. directories */
-	if ((d = opendir(sbdir))) {
-		while ((e = readdir(d)))
-			host_idset_add(&s, e->d_name, strlen(e->d_name));
-		closedir(d);
-	}
+	(void)host_idset_add_dir(&s, sbdir);
 	/* sandboxes Nomad runs here, adopted (adopt.c) */
 	if (sandbox_adopted_list(c, &s) < 0) {
 		sbx_err_sys(err, "sandbox", "list %s/nomad", c->state_dir);
