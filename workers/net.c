@@ -439,18 +439,12 @@ static int map_json(const struct net_config *c, bool missing_ok, json_t **root, 
 /* Is ip an element of the named set (in a listing)? */
 static bool set_has(json_t *root, const char *set, const char *ip)
 {
-	json_t *item, *e;
-	size_t i, j;
+	json_t *e;
+	size_t j;
 
-	json_array_foreach(json_object_get(root, "nftables"), i, item) {
-		json_t *st = json_object_get(item, "set");
-		const char *name = json_string_value(json_object_get(st, "name"));
-		if (!st || !name || strcmp(name, set) != 0)
-			continue;
-		json_array_foreach(json_object_get(st, "elem"), j, e)
-			if (json_is_string(e) && !strcmp(json_string_value(e), ip))
-				return true;
-	}
+	json_array_foreach(nft_elems(root, "set", set), j, e)
+		if (json_is_string(e) && !strcmp(json_string_value(e), ip))
+			return true;
 	return false;
 }
 

@@ -47,6 +47,9 @@ const char *uplink(const struct net_config *c);
 int check_config(const struct net_config *c, struct subnet *sn, sbx_err *err);
 /* `nft -j list table inet sbx` parsed (*root NULL when there is no table). */
 int table_json(const struct net_config *c, json_t **root, sbx_err *err);
+/* The elements of the set or map (kind "set" or "map") NAME in a listing;
+ * NULL when it has none. */
+json_t *nft_elems(json_t *root, const char *kind, const char *name);
 /* Each element of the sandboxes map (address, verdict target), each chain. */
 void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg);
 void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg);

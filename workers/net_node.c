@@ -57,24 +57,32 @@ int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 	return 0;
 }
 
+json_t *nft_elems(json_t *root, const char *kind, const char *name)
+{
+	json_t *item;
+	size_t i;
+
+	json_array_foreach(json_object_get(root, "nftables"), i, item) {
+		json_t *o = json_object_get(item, kind);
+		const char *n = json_string_value(json_object_get(o, "name"));
+		if (o && n && !strcmp(n, name))
+			return json_object_get(o, "elem");
+	}
+	return NULL;
+}
+
 /* Calls fn for each map element of the sandboxes map: (address, jump target). */
 void each_element(json_t *root, void (*fn)(const char *ip, const char *target, void *), void *arg)
 {
-	json_t *item, *e;
-	size_t i, j;
+	json_t *e;
+	size_t j;
 
-	json_array_foreach(json_object_get(root, "nftables"), i, item) {
-		json_t *m = json_object_get(item, "map");
-		const char *name = json_string_value(json_object_get(m, "name"));
-		if (!m || !name || strcmp(name, SB_MAP) != 0)
-			continue;
-		json_array_foreach(json_object_get(m, "elem"), j, e) {
-			const char *ip = json_string_value(json_array_get(e, 0));
-			json_t *jump = json_object_get(json_array_get(e, 1), "jump");
-			const char *target = json_string_value(json_object_get(jump, "target"));
-			if (ip && target)
-				fn(ip, target, arg);
-		}
+	json_array_foreach(nft_elems(root, "map", SB_MAP), j, e) {
+		const char *ip = json_string_value(json_array_get(e, 0));
+		json_t *jump = json_object_get(json_array_get(e, 1), "jump");
+		const char *target = json_string_value(json_object_get(jump, "target"));
+		if (ip && target)
+			fn(ip, target, arg);
 	}
 }
 
