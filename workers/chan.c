@@ -60,6 +60,10 @@ struct chan *chan_get(struct relay *r, const char *id)
 	return NULL;
 }
 
+/* A channel was doomed since chan_settle_all last looked: without one, it
+ * need not walk the 4096 slots (it runs after every event of the loop). */
+static bool maybe_doomed;
+
 static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...)
 {
@@ -68,6 +72,7 @@ static void chan_doom(struct chan *c, enum doom d, const char *fmt, ...)
 	if (c->doomed)
 		return;
 	c->doomed = d;
+	maybe_doomed = true;
 	va_start(ap, fmt);
 	vsnprintf(c->doom_why, sizeof(c->doom_why), fmt, ap);
 	va_end(ap);
@@ -255,6 +260,9 @@ void chan_settle(struct relay *r, struct chan *c)
 
 void chan_settle_all(struct relay *r)
 {
+	if (!maybe_doomed)
+		return;
+	maybe_doomed = false; /* one doomed while we settle sets it again */
 	for (int i = 0; i < MAX_CHANS; i++)
 		if (r->chans[i].id[0] && r->chans[i].doomed)
 			chan_settle(r, &r->chans[i]);

@@ -61,8 +61,10 @@ static void publish_json_to(struct relay *r, const char *reply_to, const char *c
  * kind that one read brought go as one message (OUTQ_MAX at most), which
  * is what made a broker message per ~11 KiB frame the limit of streaming.
  * Order holds: any other event of the op publishes what waits first, and
- * chan_read ends with op_flush of each op it served. */
-#define OUTQ_MAX (128 * 1024)
+ * chan_read ends with op_flush of each op it served. 256 KiB (what one
+ * channel read can bring) halves the messages of 128 KiB; the API's credit
+ * window (4 MiB, src/api/h_exec.c) holds many of them. */
+#define OUTQ_MAX (256 * 1024)
 
 void op_flush(struct relay *r, struct rop *o)
 {

@@ -3,11 +3,15 @@
  * node more bytes only as we hand them to our client, so a slow reader slows
  * the command down and nothing piles up anywhere on the way. */
 #include "config.h"
+#include <errno.h>
+#include <fastcgi.h>
 #include <signal.h>
+#include <stdint.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include "bodies.h"
 #include "cleanup.h"
 #include "clock.h"
@@ -19,9 +23,11 @@
 /* Output bytes the node may send ahead of what our client has taken. Each
  * grant is a round trip through RabbitMQ, so a stream moves at most about
  * WINDOW/2 per round trip: 256 KiB held one stream near 50 MiB/s on a
- * loaded 2-CPU machine. 1 MiB in flight per stream costs little memory
- * (it sits in RabbitMQ's and our socket buffers) and keeps flow control. */
-#define WINDOW (1024 * 1024)
+ * loaded 2-CPU machine. The node batches up to 512 KiB of output into one
+ * message (workers/relay.c), so the window holds several of them: 4 MiB in
+ * flight per stream (in RabbitMQ's and our socket buffers) and flow
+ * control still bounds every process on the way (bench/exec-latency). */
+#define WINDOW (4 * 1024 * 1024)
 
 enum out_mode { OUT_JSON, OUT_SSE, OUT_NDJSON };
 
@@ -68,7 +74,11 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, bool *incomplete)
 		size_t k;
 		unsigned cp;
 		if (c < 0x80) {
+			/* output is mostly ASCII: eight bytes a step while it is */
+			uint64_t w;
 			i++;
+			while (i + 8 <= n && (memcpy(&w, s + i, 8), !(w & 0x8080808080808080ULL)))
+				i += 8;
 			continue;
 		} else if ((c & 0xE0) == 0xC0) {
 			k = 1;
@@ -147,6 +157,8 @@ struct exec_run {
 	long long cap;
 	/* credit */
 	long long granted, consumed;
+	/* stream mode: the frame being written (kept from frame to frame) */
+	struct buf frame;
 };
 
 static void send_head_stream(struct exec_run *x)
@@ -160,6 +172,56 @@ static void send_head_stream(struct exec_run *x)
 	x->r->answered = true;
 	x->r->status = 200;
 	x->head_sent = true;
+}
+
+/* A frame this large goes to nginx as FastCGI records of up to 64 KiB in
+ * one writev, not through FCGX's 8 KiB buffer (a write and a record per
+ * 8 KiB, which nginx then reads as many small pieces). */
+#define LARGE_FRAME (32 * 1024)
+#define REC_MAX 65528 /* a record's content: < 64 KiB, 8-byte aligned */
+
+static bool write_records(struct exec_run *x, const char *d, size_t n)
+{
+	FCGX_Request *f = x->r->fcgx;
+	FCGI_Header hdr[16];
+	struct iovec iov[32];
+
+	/* what FCGX holds (the head, a small frame) goes first */
+	if (FCGX_FFlush(f->out) != 0 || FCGX_GetError(f->out))
+		return false;
+	x->r->unflushed = false;
+	while (n) {
+		int k = 0;
+		size_t sent = 0;
+		while (n > sent && k < 16) {
+			size_t c = n - sent > REC_MAX ? REC_MAX : n - sent;
+			hdr[k] = (FCGI_Header){ .version = FCGI_VERSION_1, .type = FCGI_STDOUT,
+						.requestIdB1 = (unsigned char)(f->requestId >> 8),
+						.requestIdB0 = (unsigned char)f->requestId,
+						.contentLengthB1 = (unsigned char)(c >> 8),
+						.contentLengthB0 = (unsigned char)c };
+			iov[2 * k] = (struct iovec){ hdr + k, sizeof(hdr[k]) };
+			iov[2 * k + 1] = (struct iovec){ (char *)d + sent, c };
+			sent += c;
+			k++;
+		}
+		for (int i = 0; i < 2 * k;) {
+			ssize_t w = writev(f->ipcFd, iov + i, 2 * k - i);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				return false;
+			while (i < 2 * k && (size_t)w >= iov[i].iov_len)
+				w -= (ssize_t)iov[i++].iov_len;
+			if (i < 2 * k) {
+				iov[i].iov_base = (char *)iov[i].iov_base + w;
+				iov[i].iov_len -= (size_t)w;
+			}
+		}
+		d += sent;
+		n -= sent;
+	}
+	return true;
 }
 
 /* Hands what was written to nginx, unless the node's next message is
@@ -232,38 +294,32 @@ static int buf_add_escaped(struct buf *b, const char *d, size_t n)
 }
 
 /* One stdout/stderr frame, written without building a JSON tree (the
- * stream's hot path): the same bytes json_dumps would give. */
-static bool emit_output(struct exec_run *x, const char *name, const char *d, size_t n)
+ * stream's hot path): the same bytes json_dumps would give. `text`: the
+ * caller found d[0..n) valid UTF-8 (else it goes as base64). */
+static bool emit_output(struct exec_run *x, const char *name, const char *d, size_t n, bool text)
 {
-	struct buf b = { 0 };
-	bool inc, ok;
+	struct buf *b = &x->frame;
 
-	if (buf_add(&b, x->mode == OUT_SSE ? "data: {\"type\":\"" : "{\"type\":\"", x->mode == OUT_SSE ? 15 : 9) < 0 ||
-	    buf_add(&b, name, strlen(name)) < 0 || buf_add(&b, "\",\"data\":\"", 10) < 0) {
-		buf_free(&b);
+	b->len = 0;
+	if (buf_add(b, x->mode == OUT_SSE ? "data: {\"type\":\"" : "{\"type\":\"", x->mode == OUT_SSE ? 15 : 9) < 0 ||
+	    buf_add(b, name, strlen(name)) < 0 || buf_add(b, "\",\"data\":\"", 10) < 0)
 		return false;
-	}
-	if (utf8_prefix((const unsigned char *)d, n, &inc) == n && !inc) {
-		if (buf_add_escaped(&b, d, n) < 0 || buf_add(&b, "\"}", 2) < 0) {
-			buf_free(&b);
+	if (text) {
+		if (buf_add_escaped(b, d, n) < 0 || buf_add(b, "\"}", 2) < 0)
 			return false;
-		}
 	} else {
 		cleanup_free char *e = rt_base64(d, n);
-		if (!e || buf_add(&b, e, strlen(e)) < 0 || buf_add(&b, "\",\"encoding\":\"base64\"}", sizeof("\",\"encoding\":\"base64\"}") - 1) < 0) {
-			buf_free(&b);
+		if (!e || buf_add(b, e, strlen(e)) < 0 ||
+		    buf_add(b, "\",\"encoding\":\"base64\"}", sizeof("\",\"encoding\":\"base64\"}") - 1) < 0)
 			return false;
-		}
 	}
-	if (buf_add(&b, x->mode == OUT_SSE ? "\n\n" : "\n", x->mode == OUT_SSE ? 2 : 1) < 0) {
-		buf_free(&b);
+	if (buf_add(b, x->mode == OUT_SSE ? "\n\n" : "\n", x->mode == OUT_SSE ? 2 : 1) < 0)
 		return false;
-	}
 	send_head_stream(x);
-	FCGX_PutStr(b.p, (int)b.len, x->r->fcgx->out);
-	buf_free(&b);
-	ok = flush_out(x);
-	return ok;
+	if (b->len >= LARGE_FRAME)
+		return write_records(x, b->p, b->len);
+	FCGX_PutStr(b->p, (int)b->len, x->r->fcgx->out);
+	return flush_out(x);
 }
 
 static void grant(struct exec_run *x, size_t n)
@@ -312,23 +368,28 @@ static bool on_output(struct exec_run *x, int which, const char *d, size_t n)
 	{
 		/* complete characters go out as text; a cut one waits for its end */
 		size_t total = x->carry_len[which] + n;
-		cleanup_free char *joined = malloc(total);
+		cleanup_free char *joined = NULL;
+		const char *all = d;
 		bool inc;
 		size_t good, send;
 
-		if (!joined)
-			return false;
-		memcpy(joined, x->carry[which], x->carry_len[which]);
-		memcpy(joined + x->carry_len[which], d, n);
-		good = utf8_prefix((unsigned char *)joined, total, &inc);
+		if (x->carry_len[which]) {
+			/* only then a copy: the bytes of the cut character come first */
+			if (!(joined = malloc(total)))
+				return false;
+			memcpy(joined, x->carry[which], x->carry_len[which]);
+			memcpy(joined + x->carry_len[which], d, n);
+			all = joined;
+		}
+		good = utf8_prefix((const unsigned char *)all, total, &inc);
 		send = total;
 		x->carry_len[which] = 0;
 		if (inc && good + 4 > total) {
 			send = good;
 			x->carry_len[which] = total - good;
-			memcpy(x->carry[which], joined + good, total - good);
+			memcpy(x->carry[which], all + good, total - good);
 		}
-		if (!emit_output(x, name, joined, send))
+		if (!emit_output(x, name, all, send, good == send))
 			return false;
 		grant(x, n);
 		return true;
@@ -442,6 +503,7 @@ void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool back
 		if (done) {
 			buf_free(&x.out[0]);
 			buf_free(&x.out[1]);
+			buf_free(&x.frame);
 			return;
 		}
 	}
@@ -464,6 +526,7 @@ void rt_relay_output(struct api_req *r, struct rt_op *op, bool stream, bool back
 	}
 	buf_free(&x.out[0]);
 	buf_free(&x.out[1]);
+	buf_free(&x.frame);
 	if (!r->answered)
 		r->answered = true; /* the client is gone: nothing more to say */
 }
@@ -492,8 +555,9 @@ static void run_exec(struct api_req *r, struct rt_sandbox *sb, struct exec_param
 	/* the node enforces the timeout; we wait a little longer for its answer */
 	rt_relay_output(r, &op, p->stream, p->background, sbx_now_ms() + p->timeout_s * 1000 + 15000);
 	/* oneShot: its main process (a command run in the foreground) has
-	 * ended, so the sandbox goes (the reaper does the destroy) */
-	if (!p->background && sbx_sandbox_one_shot_stopped(&r->ctx->db, sb->id, &err) < 0)
+	 * ended, so the sandbox goes (the reaper does the destroy); any other
+	 * sandbox is left alone without a round trip to Postgres */
+	if (sb->one_shot && !p->background && sbx_sandbox_one_shot_stopped(&r->ctx->db, sb->id, &err) < 0)
 		log_warnx("sandbox %s: one-shot stop: %s", sb->id, err.msg);
 }
 

@@ -33,6 +33,7 @@ int rt_sandbox_ready(struct api_req *r, struct rt_sandbox *sb, sbx_err *err)
 	snprintf(sb->id, sizeof(sb->id), "%s", r->m.id);
 	snprintf(sb->node_id, sizeof(sb->node_id), "%s", PQgetvalue(res, 0, 1));
 	snprintf(sb->placement_id, sizeof(sb->placement_id), "%s", PQgetvalue(res, 0, 4));
+	sb->one_shot = PQgetvalue(res, 0, 5)[0] == 't';
 	sb->env = json_loads(PQgetvalue(res, 0, 2), 0, &jerr);
 	if (!sb->env)
 		sb->env = json_object();

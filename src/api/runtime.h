@@ -13,6 +13,7 @@ struct rt_sandbox {
 	char node_id[256];
 	char placement_id[SBX_ID_LEN + 1]; /* what names it on its node */
 	json_t *env; /* the sandbox's default environment */
+	bool one_shot; /* it goes when its main process ends (fixed at create) */
 };
 
 /* Loads the caller's sandbox and checks it can run things: 404 when it is

@@ -21,7 +21,14 @@
 #include "chanauth.h"
 #include "frame.h"
 
-#define READ_CHUNK (64 * 1024)
+/* One read of a command's output, one frame: as large as a frame may be,
+ * so a fast writer costs the sentry a quarter of the reads and writes of
+ * 64 KiB ones (the pipes are made as large, OUT_PIPE_SZ) */
+#define READ_CHUNK SBX_FRAME_MAX_PAYLOAD
+/* A command's stdout and stderr pipes (F_SETPIPE_SZ; the default 64 KiB
+ * put the writer to sleep, and woke sbx-init, every 64 KiB). Credit, not
+ * the pipe, still bounds what goes out. */
+#define OUT_PIPE_SZ (1024 * 1024)
 /* A connection whose unsent output passes this stops its processes' reads
  * until the host reads: the socket is the last link of flow control. */
 #define OUT_HIGH (1024 * 1024)

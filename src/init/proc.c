@@ -441,6 +441,10 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 		   pipe_pair(perr) < 0) {
 		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
 		goto out;
+	} else {
+		/* larger is only faster: a failure keeps the default size */
+		(void)fcntl(pout[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
+		(void)fcntl(perr[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
 	}
 	if (pipe_pair(pe) < 0) {
 		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));

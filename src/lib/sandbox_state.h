@@ -120,7 +120,7 @@ int sbx_sandbox_touch(sbx_db *db, const char *id, sbx_err *err);
 /* Looks a record up to run something in it, and counts that as activity
  * when it is ready (at most once a second). *res (the caller's) has 0 rows
  * or one: status, node_id ('' when none), env (json text), failure_reason
- * ('' when none), placement_id (what names it on its node). */
+ * ('' when none), placement_id (what names it on its node), one_shot. */
 int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res, sbx_err *err);
 
 #endif
