@@ -11,7 +11,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/oci.c workers/oci.h \
 	workers/volume.c workers/volume.h \
 	workers/pause.c workers/snapshot.c \
-	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/nomad_net.c workers/nomad_net.h \
+	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/nomad_net.c workers/nomad_net.h workers/cni.c workers/cni.h \
 	workers/freezer.c workers/freezer.h \
 	workers/stats.c workers/stats.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
@@ -31,7 +31,7 @@ workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
 # cni_path as the type "sbx-cni" of the sbx network; it asks this node's
 # agent to wire the allocation's network namespace.
 pkglibexec_PROGRAMS += workers/sbx-cni
-workers_sbx_cni_SOURCES = workers/sbx-cni.c
+workers_sbx_cni_SOURCES = workers/sbx-cni.c workers/cni.c workers/cni.h
 workers_sbx_cni_LDADD = $(JANSSON_LIBS)
 
 # Test helper: one ping through RabbitMQ (t/integration/worker-master.t).

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "cni.h"
 #include "id.h"
 #include "json.h"
 #include "log.h"
@@ -31,12 +32,6 @@
 #include "nomad_net.h"
 
 #define REQ_MAX 65536
-/* CNI's well-known error codes (the spec's "Error" section) */
-#define CNI_E_UNKNOWN_CONTAINER 3
-#define CNI_E_INVALID_ENV 4
-#define CNI_E_IO 5
-#define CNI_E_DECODE 6
-#define CNI_E_TRY_LATER 11
 
 struct nomad_net {
 	const struct sandbox_node_cfg *c;
@@ -47,19 +42,6 @@ struct nomad_net {
 static void note_path(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz)
 {
 	snprintf(out, sz, "%.300s/nomad-net/%.24s", c->state_dir, id);
-}
-
-/* Nomad's allocation ids are UUIDs: plain hex and dashes. */
-static bool alloc_ok(const char *s)
-{
-	size_t n = s ? strlen(s) : 0;
-
-	if (n < 8 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!(isxdigit((unsigned char)s[i]) || s[i] == '-'))
-			return false;
-	return true;
 }
 
 static int note_read(const struct sandbox_node_cfg *c, const char *id, char *alloc, size_t sz)
@@ -231,28 +213,18 @@ static char *do_check(const struct sandbox_node_cfg *c, const char *id, const ch
 
 char *nomad_net_serve(const struct sandbox_node_cfg *c, const char *request)
 {
-	const char *cmd = NULL, *id = NULL, *alloc = "", *netns = "", *ifname = "eth0";
-	cleanup_json json_t *req = NULL;
-	json_error_t jerr;
+	cleanup_json json_t *req = json_loads(request, 0, NULL);
+	struct cni_req r;
+	char why[200];
+	int code = cni_req_unpack(req, &r, why, sizeof(why));
 
-	req = json_loads(request, 0, &jerr);
-	if (!req || json_unpack_ex(req, &jerr, JSON_STRICT, "{s:s, s:s, s?s, s?s, s?s}", "command", &cmd, "sandbox_id",
-				   &id, "alloc_id", &alloc, "netns", &netns, "ifname", &ifname) < 0)
-		return fail(CNI_E_DECODE, "sbx: malformed request: %s", jerr.text);
-	if (!sbx_id_valid(id))
-		return fail(CNI_E_INVALID_ENV, "sbx: not a sandbox id: '%.40s'", id);
-	if (alloc[0] && !alloc_ok(alloc))
-		return fail(CNI_E_INVALID_ENV, "sbx: not an allocation id: '%.70s'", alloc);
-	if (!strcmp(cmd, "ADD")) {
-		if (!alloc[0] || !netns[0])
-			return fail(CNI_E_INVALID_ENV, "sbx: ADD needs the allocation and the network namespace");
-		return do_add(c, id, alloc, netns, ifname);
-	}
-	if (!strcmp(cmd, "DEL"))
-		return do_del(c, id, alloc);
-	if (!strcmp(cmd, "CHECK"))
-		return do_check(c, id, alloc);
-	return fail(CNI_E_INVALID_ENV, "sbx: unknown command '%.20s'", cmd);
+	if (code)
+		return fail(code, "%s", why);
+	if (!strcmp(r.command, "ADD"))
+		return do_add(c, r.sandbox_id, r.alloc_id, r.netns, r.ifname);
+	if (!strcmp(r.command, "DEL"))
+		return do_del(c, r.sandbox_id, r.alloc_id);
+	return do_check(c, r.sandbox_id, r.alloc_id);
 }
 
 /* ---- the socket ------------------------------------------------------------ */

@@ -18,7 +18,6 @@
  * A small C program rather than a script: it runs as root on every client,
  * with no interpreter or socat to install, and parses its JSON strictly. */
 #include "config.h"
-#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -28,6 +27,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
+#include "cni.h"
 
 #define DEFAULT_SOCKET "/run/sbx/cni.sock"
 #define CONF_MAX (1 << 20)
@@ -61,36 +61,6 @@ static const char *env(const char *name, int required)
 	if (required && (!v || !*v))
 		die(4, "%s is not set", name);
 	return v ? v : "";
-}
-
-/* The value of KEY in CNI_ARGS ("K=V;K=V"), copied into out; "" if absent. */
-static void cni_arg(const char *args, const char *key, char *out, size_t sz)
-{
-	size_t kl = strlen(key);
-	const char *p = args;
-
-	out[0] = 0;
-	while (p && *p) {
-		size_t n = strcspn(p, ";");
-		if (n > kl && !strncmp(p, key, kl) && p[kl] == '=') {
-			snprintf(out, sz, "%.*s", (int)(n - kl - 1), p + kl + 1);
-			return;
-		}
-		p += n;
-		p += *p == ';';
-	}
-}
-
-/* "sbx-<24 lowercase hex>" -> the sandbox id; 0 when it is not one of ours. */
-static int sandbox_of(const char *job, char id[25])
-{
-	if (strncmp(job, "sbx-", 4) != 0 || strlen(job) != 28)
-		return 0;
-	for (int i = 4; i < 28; i++)
-		if (!isxdigit((unsigned char)job[i]) || isupper((unsigned char)job[i]))
-			return 0;
-	memcpy(id, job + 4, 25);
-	return 1;
 }
 
 /* One request to the node agent, its answer parsed. */
@@ -163,7 +133,7 @@ int main(void)
 	cni_arg(env("CNI_ARGS", 0), "NOMAD_ALLOC_ID", alloc, sizeof(alloc));
 	if (!alloc[0])
 		snprintf(alloc, sizeof(alloc), "%s", env("CNI_CONTAINERID", 1));
-	if (!sandbox_of(job, id)) {
+	if (!cni_sandbox_of(job, id)) {
 		/* DEL of something that was never ours succeeds, as CNI wants */
 		if (!strcmp(cmd, "DEL"))
 			return 0;
