@@ -184,6 +184,30 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 }
 
 
+/* m waits for o's result (op_done); answered at once when it cannot. */
+static void op_wait(struct node *n, struct op *o, const sbx_mq_msg *m)
+{
+	struct op_waiter *w;
+
+	if (!m->reply_to[0])
+		return;
+	if (!o->reply) {
+		o->reply = true;
+		snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
+		snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
+		return;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "node agent out of memory"));
+		return;
+	}
+	snprintf(w->reply_to, sizeof(w->reply_to), "%s", m->reply_to);
+	snprintf(w->corr, sizeof(w->corr), "%s", m->correlation_id);
+	w->next = o->waiters;
+	o->waiters = w;
+}
+
 static void op_done(struct node *n, struct op *o)
 {
 	bool ok = o->len >= 2 && !memcmp(o->buf, "OK", 2);
@@ -253,6 +277,12 @@ static void op_done(struct node *n, struct op *o)
 		}
 		if (o->reply)
 			send_reply(n, o->reply_to, o->corr, ok ? sbx_reply_ok() : sbx_reply_fail(NULL, msg));
+		while (o->waiters) {
+			struct op_waiter *w = o->waiters;
+			o->waiters = w->next;
+			send_reply(n, w->reply_to, w->corr, ok ? sbx_reply_ok() : sbx_reply_fail(NULL, msg));
+			free(w);
+		}
 	}
 	sbx_log_set_request_id(NULL);
 }
@@ -346,8 +376,10 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 		return;
 	}
 	if (o && o->kind == OP_DESTROY) {
+		/* the destroy under way answers this one too, when it ends: an
+		 * OK now would let the record say destroyed while it is not */
 		if (m)
-			send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+			op_wait(n, o, m);
 		return;
 	}
 	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME || o->kind == OP_SNAPSHOT)) {

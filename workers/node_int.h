@@ -50,8 +50,16 @@ struct sb {
 
 enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
 
+/* Another requester of the same destroy (the reaper's retry beside the
+ * API's): answered with the op's own result, when it ends. */
+struct op_waiter {
+	struct op_waiter *next;
+	char reply_to[256], corr[72];
+};
+
 struct op {
 	struct op *next;
+	struct op_waiter *waiters; /* OP_DESTROY: more requesters (op_wait) */
 	enum op_kind kind;
 	pid_t pid;
 	int fd;

@@ -396,6 +396,7 @@ int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 	 * that failed, a DEL that never came): only the network is ours */
 	if (nomad_net_wired(c, id) && !sandbox_dir_exists(c, id))
 		return nomad_net_unwire(c, id, err);
+	sandbox_fault_point(c, "destroy-begin", id);
 	return teardown(c, id, err);
 }
 
@@ -431,7 +432,8 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * Points: start-dir (the sandbox's directory exists), start-volume (its
  * volume is mounted on the host), start-runsc (runsc runs the container);
  * pause.c's pause-checkpoint, pause-saved, resume-restore and
- * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen. */
+ * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen;
+ * destroy-begin (a destroy process, before it takes anything down). */
 void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
 {
 	char path[700], pid[24];

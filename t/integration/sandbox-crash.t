@@ -237,6 +237,41 @@ rm -f "$SB_STATE/faults/start-dir".*
 wait_until $((2 * REAPER_INTERVAL + 5)) sb_gone "$fid"
 is "$(sb_leftovers "$fid")" "" "within two reaper intervals nothing of it is left on the node"
 
+# g) A destroy asked while another of the same sandbox is under way (the
+# reaper retries every pending destroy each pass, beside the API's DELETE)
+# is answered by the one under way, when it ends: the node never says
+# "destroyed" while the sandbox is still there. The destroy process is held
+# at its first step (fault point destroy-begin) for longer than two reaper
+# passes; before, the reaper's retry got an OK at once and the record said
+# destroyed while everything of it was still on the node.
+T_SECTION=g-destroy-twice
+sb_create nginx '{"name":"it-crash-g","specs":{"memory":256,"disk":1}}'
+gid=$SB_ID
+gplace=$(sb_place "$gid")
+is "$STATUS $(j .data.status)" "201 ready" "a sandbox to destroy"
+rm -f "$SB_STATE/faults/destroy-begin".*
+touch "$SB_STATE/faults/destroy-begin.armed"
+curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" -X DELETE \
+	-o /dev/null -w '%{http_code}' "$SBX_URL/sandboxes/$gid" > "$T_TMP/code.g" 2> /dev/null &
+dpid=$!
+dheld() { [ -e "$SB_STATE/faults/destroy-begin.$gplace.pid" ]; }
+wait_until 15 dheld
+ok $? "the node's destroy process stopped at the destroy-begin point"
+rm -f "$SB_STATE/faults/destroy-begin.armed"
+destpid=$(cat "$SB_STATE/faults/destroy-begin.$gplace.pid" 2> /dev/null)
+sleep $((2 * REAPER_INTERVAL + 1))
+isnt "$(sb_db "$gid" status)" destroyed "two reaper passes later the record does not say destroyed (the destroy is held)"
+ok "[ -z \"\$(cat '$T_TMP/code.g')\" ] && kill -0 $dpid 2> /dev/null" "...and the DELETE is still waiting for it"
+kill -CONT "$destpid" 2> /dev/null
+ok $? "the destroy process goes on"
+wait "$dpid"
+is "$(cat "$T_TMP/code.g") $(sb_db "$gid" status)" "204 destroyed" "the DELETE answers 204 once it is done, and the record is destroyed"
+is "$(sb_leftovers "$gid")" "" "...with nothing of it left on the node"
+for f in "$SB_STATE/faults/destroy-begin".*.pid; do
+	[ -e "$f" ] && kill -CONT "$(cat "$f")" 2> /dev/null # anything else it held
+done
+rm -f "$SB_STATE/faults/destroy-begin".*
+
 # After all of them: a create works again end to end.
 T_SECTION=after
 sb_create nginx '{"name":"it-crash-after","specs":{"memory":256,"disk":1}}'
