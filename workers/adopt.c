@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include "chanauth.h"
 #include "cleanup.h"
+#include "cni.h"
 #include "clock.h"
 #include "host.h"
 #include "nomad_net.h"
@@ -37,19 +38,6 @@
 static void adopt_dir(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz)
 {
 	snprintf(out, sz, "%.300s/nomad/%.24s", c->state_dir, id);
-}
-
-/* Nomad's allocation ids are UUIDs: plain hex and dashes. */
-static bool alloc_id_ok(const char *s)
-{
-	size_t n = strlen(s);
-
-	if (n < 8 || n > 64)
-		return false;
-	for (size_t i = 0; i < n; i++)
-		if (!(isxdigit((unsigned char)s[i]) || s[i] == '-'))
-			return false;
-	return true;
 }
 
 bool sandbox_adopted(const struct sandbox_node_cfg *c, const char *id)
@@ -98,7 +86,7 @@ int sandbox_adopt(const struct sandbox_node_cfg *c, const char *id, const char *
 	char d[600];
 	cleanup_close int dfd = -1;
 
-	if (!sbx_id_valid(id) || !alloc_id_ok(alloc_id))
+	if (!sbx_id_valid(id) || !cni_alloc_ok(alloc_id))
 		return sbx_err_set(err, 400, "sandbox", "bad adoption (placement %s, allocation %s)", id, alloc_id);
 	if (!c->nomad_alloc_dir || c->nomad_alloc_dir[0] != '/')
 		return sbx_err_set(err, 500, "sandbox_config", "nomad_alloc_dir must be an absolute path");
@@ -161,7 +149,7 @@ static int dial(const struct sandbox_node_cfg *c, const char *id, int *out, int 
 		return -1;
 	l = strcspn(alloc, "\n");
 	alloc[l] = 0;
-	if (!alloc_id_ok(alloc))
+	if (!cni_alloc_ok(alloc))
 		return sbx_err_set(err, 500, "sandbox", "%s: a malformed allocation id", id);
 	snprintf(base, sizeof(base), "%s/%s", c->nomad_alloc_dir ? c->nomad_alloc_dir : "", alloc);
 	bfd = open(base, O_PATH | O_DIRECTORY | O_CLOEXEC);
