@@ -9,7 +9,10 @@
  * hung provisioner. Commands, files and egress stay the node agent's
  * (routed by the allocation's node name), never Nomad's exec API: once the
  * allocation runs, that agent adopts the sandbox (adopt.c) with the
- * channel key the job gave sbx-init, and only its answer makes it ready.
+ * channel key sbx-init got, and only its answer makes it ready. The key is
+ * never in the job: it is written first to the Nomad Variable
+ * nomad/jobs/<job id>, which the task's template renders into its
+ * environment; every failure deletes it, as do destroy and the reaper.
  *
  * Tested against t/nomad-contract/server.py, a contract server that
  * answers as Nomad's documented API does (it is not Nomad) and runs the
