@@ -6,6 +6,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
+#include "chanauth.h"
 #include "id.h"
 #include "nomad_job.h"
 
@@ -61,12 +62,12 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 	/* the key is never in the job (whoever may read-job would read it):
 	 * the template below renders it from the variable, and a key of the
 	 * sandbox's own env must not stand in for it */
-	json_object_del(env, "SBX_CHANNEL_KEY");
-	json_object_del(env, "SBX_CHANNEL_KEY_FILE");
+	json_object_del(env, SBX_CHAN_KEY_ENV);
+	json_object_del(env, SBX_CHAN_KEY_FILE_ENV);
 	if (s->chan_var)
 		/* sbx-init removes the rendered file once it read the key, so
 		 * commands inside never find it in /secrets */
-		json_object_set_new(env, "SBX_CHANNEL_KEY_FILE", json_string(NOMAD_KEY_FILE_IN_TASK));
+		json_object_set_new(env, SBX_CHAN_KEY_FILE_ENV, json_string(NOMAD_KEY_FILE_IN_TASK));
 	/* Under runsc the capabilities gate syscalls that never reach the host:
 	 * root inside keeps them all, as with the local driver. sbx-init is
 	 * PID 1, bound read-only from the client (never from the image). */

@@ -430,10 +430,10 @@ static int channel_key_init(void)
 	/* a file the key was rendered into before we started (a Nomad
 	 * template in the task's secrets dir, doc/nomad.md): gone before any
 	 * command runs */
-	key = getenv("SBX_CHANNEL_KEY_FILE");
+	key = getenv(SBX_CHAN_KEY_FILE_ENV);
 	if (key && key[0] == '/' && unlink(key) < 0 && errno != ENOENT)
 		logmsg("cannot remove %s: %s", key, strerror(errno));
-	unsetenv("SBX_CHANNEL_KEY_FILE");
+	unsetenv(SBX_CHAN_KEY_FILE_ENV);
 	return 0;
 }
 
