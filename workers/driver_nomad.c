@@ -267,6 +267,7 @@ static int var_put(struct driver *d, const char *job, const char *key_hex, sbx_e
 	cleanup_json json_t *body = NULL;
 	cleanup_free char *text = NULL;
 	char scope[400], var[128], path[700];
+	int rc;
 
 	if (nomad_scope(d, scope, sizeof(scope), err) < 0)
 		return -1;
@@ -277,9 +278,10 @@ static int var_put(struct driver *d, const char *job, const char *key_hex, sbx_e
 	if (!text)
 		return sbx_err_set(err, 500, "nomem", "building the Nomad variable");
 	snprintf(path, sizeof(path), "/v1/var/%s%s%s", var, scope[0] ? "?" : "", scope);
-	if (nomad_http(d, "PUT", path, text, 0, &r, err) < 0)
-		return -1;
+	rc = nomad_http(d, "PUT", path, text, 0, &r, err);
 	explicit_bzero(text, strlen(text));
+	if (rc < 0)
+		return -1;
 	return nomad_check(&r, "store the sandbox's channel key in a Nomad variable", err);
 }
 
