@@ -1,7 +1,7 @@
 /* libFuzzer target: the parsers of Nomad's answers (workers/nomad_job.c),
  * outside input to the provisioner and the reaper. Byte 0 picks one:
  * allocations (newest, or a named one), an evaluation, a register answer,
- * the job list, an error body. Whatever parses leaves NUL-terminated,
+ * the job list and the variable list, an error body. Whatever parses leaves NUL-terminated,
  * printable text in the fixed buffers, and a reason for every dead
  * allocation or failed evaluation. */
 #include "config.h"
@@ -63,6 +63,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (nomad_register_parse(body, len, eval, sizeof(eval), &err) == 0)
 			printable(eval, sizeof(eval));
 		r = nomad_jobs_parse(body, len, count, &n, &err);
+		require(r < 0 || r == n);
+		n = 0;
+		r = nomad_vars_parse(body, len, count, &n, &err);
 		require(r < 0 || r == n);
 		break;
 	}

@@ -9,7 +9,10 @@
  * hung provisioner. Commands, files and egress stay the node agent's
  * (routed by the allocation's node name), never Nomad's exec API: once the
  * allocation runs, that agent adopts the sandbox (adopt.c) with the
- * channel key the job gave sbx-init, and only its answer makes it ready.
+ * channel key sbx-init got, and only its answer makes it ready. The key is
+ * never in the job: it is written first to the Nomad Variable
+ * nomad/jobs/<job id>, which the task's template renders into its
+ * environment; every failure deletes it, as do destroy and the reaper.
  *
  * Tested against t/nomad-contract/server.py, a contract server that
  * answers as Nomad's documented API does (it is not Nomad) and runs the
@@ -255,6 +258,51 @@ static int deregister(struct driver *d, const char *job, sbx_err *err)
 	return nomad_check(&r, "deregister the sandbox's job", err);
 }
 
+/* The sandbox's channel key, in the Nomad Variable its job's template
+ * reads (nomad/jobs/<job id>, in the job's namespace): only the job's
+ * workload identity, and tokens whose policy grants that path, read it. */
+static int var_put(struct driver *d, const char *job, const char *key_hex, sbx_err *err)
+{
+	cleanup_nresp struct nresp r = { 0 };
+	cleanup_json json_t *body = NULL;
+	cleanup_free char *text = NULL;
+	char scope[400], var[128], path[700];
+	int rc;
+
+	if (nomad_scope(d, scope, sizeof(scope), err) < 0)
+		return -1;
+	if (!nomad_var_path(job, var, sizeof(var)))
+		return sbx_err_set(err, 500, "internal", "the job id %s is too long for a variable path", job);
+	body = nomad_var_build(sbx_cfg_str(d->cfg, "nomad_namespace"), var, key_hex);
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	if (!text)
+		return sbx_err_set(err, 500, "nomem", "building the Nomad variable");
+	snprintf(path, sizeof(path), "/v1/var/%s%s%s", var, scope[0] ? "?" : "", scope);
+	rc = nomad_http(d, "PUT", path, text, 0, &r, err);
+	explicit_bzero(text, strlen(text));
+	if (rc < 0)
+		return -1;
+	return nomad_check(&r, "store the sandbox's channel key in a Nomad variable", err);
+}
+
+/* Idempotent: a variable already gone is fine. */
+static int var_delete(struct driver *d, const char *job, sbx_err *err)
+{
+	cleanup_nresp struct nresp r = { 0 };
+	char scope[400], var[128], path[700];
+
+	if (nomad_scope(d, scope, sizeof(scope), err) < 0)
+		return -1;
+	if (!nomad_var_path(job, var, sizeof(var)))
+		return sbx_err_set(err, 500, "internal", "the job id %s is too long for a variable path", job);
+	snprintf(path, sizeof(path), "/v1/var/%s%s%s", var, scope[0] ? "?" : "", scope);
+	if (nomad_http(d, "DELETE", path, NULL, 0, &r, err) < 0)
+		return -1;
+	if (r.status == 404)
+		return 0;
+	return nomad_check(&r, "delete the sandbox's channel key variable", err);
+}
+
 /* A blocking query: waits until Nomad's index passes *index or the wait
  * (bounded by the deadline) ends, then moves *index on. */
 static int blocking_get(struct driver *d, const char *base, unsigned long long *index, long long deadline,
@@ -381,7 +429,7 @@ static void forget(struct driver *d, const struct sandbox_rec *s, const char *no
 static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
 	const sbx_config *c = d->cfg;
-	char job[64], image[512], scope[400], path[500], eval_id[80], key_hex[SBX_CHAN_KEY_HEX + 1];
+	char job[64], image[512], scope[400], path[500], eval_id[80], var[128], key_hex[SBX_CHAN_KEY_HEX + 1];
 	uint8_t key[SBX_CHAN_KEY_LEN];
 	cleanup_json json_t *env = NULL, *body = NULL;
 	cleanup_free char *text = NULL;
@@ -392,14 +440,15 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	bool capacity = false;
 	sbx_err uerr = SBX_ERR_INIT;
 
-	if (!nomad_job_id(s->id, job, sizeof(job)) ||
+	if (!nomad_job_id(s->id, job, sizeof(job)) || !nomad_var_path(job, var, sizeof(var)) ||
 	    nomad_image_ref(sbx_cfg_str(c, "registry_url"), s->template, image, sizeof(image), err) < 0 ||
 	    nomad_scope(d, scope, sizeof(scope), err) < 0)
 		return -1;
 	if (s->volume_id[0])
 		return sbx_err_set(err, 503, "start_failed", "volumes are not supported by the Nomad driver yet");
 	/* sbx-init's channel key, as the local driver makes one per sandbox:
-	 * to the task in its env, to the node agent in the adopt request */
+	 * to the task through a Nomad Variable its template renders (never
+	 * in the job), to the node agent in the adopt request */
 	if (sbx_chan_random(key, sizeof(key), err) < 0)
 		return -1;
 	sbx_chan_key_hex(key, key_hex);
@@ -418,7 +467,7 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		.pids_limit = (int)sbx_cfg_int(c, "sandbox_pids_max"),
 		.nproc = (int)sbx_cfg_int(c, "sandbox_nproc"),
 		.env = env,
-		.chan_key = key_hex,
+		.chan_var = var,
 	});
 	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	if (!text)
@@ -429,6 +478,9 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		return sbx_err_ctx(err, "noting the Nomad job on the record");
 	/* keep below the provisioner's own deadline (start_timeout + 3 <= rpc_timeout) */
 	deadline = now_ms() + sbx_cfg_int(c, "start_timeout") * 1000;
+	/* the variable before the job: its template blocks until it exists */
+	if (var_put(d, job, key_hex, err) < 0)
+		goto undo_var; /* a timeout may still have written it */
 	snprintf(path, sizeof(path), "/v1/jobs%s%s", scope[0] ? "?" : "", scope);
 	if (nomad_http(d, "POST", path, text, 0, &r, err) < 0 || nomad_check(&r, "register the sandbox's job", err) < 0 ||
 	    nomad_register_parse(r.body, r.len, eval_id, sizeof(eval_id), err) < 0)
@@ -456,9 +508,13 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	log_info("sandbox %s: node %s took it over (sbx-init answered)", s->id, out->node_id);
 	return 0;
 undo:
-	explicit_bzero(key_hex, sizeof(key_hex));
 	if (deregister(d, job, &uerr) < 0)
 		log_warnx("sandbox %s: deregistering Nomad job %s failed (%s); the reaper retries", s->id, job, uerr.msg);
+undo_var:
+	explicit_bzero(key_hex, sizeof(key_hex));
+	uerr = (sbx_err)SBX_ERR_INIT;
+	if (var_delete(d, job, &uerr) < 0)
+		log_warnx("sandbox %s: deleting Nomad variable %s failed (%s); the reaper retries", s->id, var, uerr.msg);
 	return -1;
 }
 
@@ -491,9 +547,9 @@ static int nomad_destroy(struct driver *d, const struct sandbox_rec *s, sbx_err 
 	/* its node agent first, so its ops end with "being destroyed" rather
 	 * than with a dead sandbox */
 	forget(d, s, s->node_id);
-	if (deregister(d, job, err) < 0)
+	if (deregister(d, job, err) < 0 || var_delete(d, job, err) < 0)
 		return -1;
-	log_info("sandbox %s: Nomad job %s deregistered", s->id, job);
+	log_info("sandbox %s: Nomad job %s deregistered, its variable deleted", s->id, job);
 	return 0;
 }
 
@@ -519,40 +575,69 @@ static void collect(const char *job_id, void *arg)
 	snprintf(l->ids[l->n++], 64, "%s", job_id);
 }
 
-/* 1. jobs in our namespace that no live record owns are deregistered;
+/* a variable nomad/jobs/sbx-<id> (nothing below it) names its job */
+static void collect_var(const char *path, void *arg)
+{
+	if (nomad_var_sandbox(path))
+		collect(path + strlen(NOMAD_VAR_PREFIX), arg);
+}
+
+/* Lists Nomad's jobs or variables of ours (list: the request, parse: its
+ * reader) and removes (rm) those whose sandbox has no live record. */
+static int reap_unowned(struct driver *d, const char *list, const char *what,
+			int (*parse)(const char *, size_t, void (*)(const char *, void *), void *, sbx_err *),
+			void (*fn)(const char *, void *), int (*rm)(struct driver *, const char *, sbx_err *),
+			sbx_err *err)
+{
+	cleanup_nresp struct nresp r = { 0 };
+	struct job_list l = { 0 };
+	char listing[80];
+	int rc = -1;
+
+	snprintf(listing, sizeof(listing), "list the sandbox %ss", what);
+	if (nomad_http(d, "GET", list, NULL, 0, &r, err) < 0 || nomad_check(&r, listing, err) < 0 ||
+	    parse(r.body, r.len, fn, &l, err) < 0)
+		goto out;
+	for (size_t i = 0; i < l.n && !sbx_child_stop; i++) {
+		cleanup_pgres PGresult *q = NULL;
+		sbx_err derr = SBX_ERR_INIT;
+
+		if (sbx_db_query(d->db, &q, err,
+				 "SELECT 1 FROM sandboxes WHERE id = $1 AND status NOT IN ('failed', 'destroyed')", 1,
+				 nomad_job_sandbox(l.ids[i])) < 0)
+			goto out;
+		if (PQntuples(q))
+			continue;
+		if (rm(d, l.ids[i], &derr) < 0)
+			log_warnx("reaper: the Nomad %s of %s has no live record; removing it failed: %s", what, l.ids[i],
+				  derr.msg);
+		else
+			log_info("reaper: the Nomad %s of %s had no live record; removed", what, l.ids[i]);
+	}
+	rc = 0;
+out:
+	free(l.ids);
+	return rc;
+}
+
+/* 1. jobs and channel key variables in our namespace that no live record
+ *    owns are deregistered, deleted;
  * 2. live records whose allocation Nomad no longer has (or that died) are
  *    failed with the reason (never replaced: no reschedule). */
 static void nomad_reap(struct driver *d)
 {
 	sbx_err err = SBX_ERR_INIT;
 	char scope[400], path[600];
-	struct job_list l = { 0 };
 
 	if (nomad_scope(d, scope, sizeof(scope), &err) < 0)
 		goto out;
-	{
-		cleanup_nresp struct nresp r = { 0 };
-		snprintf(path, sizeof(path), "/v1/jobs?prefix=" NOMAD_JOB_PREFIX "%s%s", scope[0] ? "&" : "", scope);
-		if (nomad_http(d, "GET", path, NULL, 0, &r, &err) < 0 || nomad_check(&r, "list the sandbox jobs", &err) < 0 ||
-		    nomad_jobs_parse(r.body, r.len, collect, &l, &err) < 0)
-			goto out;
-	}
-	for (size_t i = 0; i < l.n && !sbx_child_stop; i++) {
-		cleanup_pgres PGresult *q = NULL;
-		const char *sid = nomad_job_sandbox(l.ids[i]);
-
-		if (sbx_db_query(d->db, &q, &err,
-				 "SELECT 1 FROM sandboxes WHERE id = $1 AND status NOT IN ('failed', 'destroyed')", 1,
-				 sid) < 0)
-			goto out;
-		if (PQntuples(q))
-			continue;
-		sbx_err derr = SBX_ERR_INIT;
-		if (deregister(d, l.ids[i], &derr) < 0)
-			log_warnx("reaper: Nomad job %s has no live record; deregistering failed: %s", l.ids[i], derr.msg);
-		else
-			log_info("reaper: Nomad job %s had no live record; deregistered", l.ids[i]);
-	}
+	snprintf(path, sizeof(path), "/v1/jobs?prefix=" NOMAD_JOB_PREFIX "%s%s", scope[0] ? "&" : "", scope);
+	if (reap_unowned(d, path, "job", nomad_jobs_parse, collect, deregister, &err) < 0)
+		goto out;
+	snprintf(path, sizeof(path), "/v1/vars?prefix=" NOMAD_VAR_PREFIX NOMAD_JOB_PREFIX "%s%s", scope[0] ? "&" : "",
+		 scope);
+	if (reap_unowned(d, path, "variable", nomad_vars_parse, collect_var, var_delete, &err) < 0)
+		goto out;
 	{
 		cleanup_pgres PGresult *q = NULL;
 		if (sbx_db_query(d->db, &q, &err,
@@ -592,7 +677,6 @@ static void nomad_reap(struct driver *d)
 out:
 	if (err.msg[0])
 		log_warnx("reaper (nomad): %s", err.msg);
-	free(l.ids);
 }
 
 const struct driver_ops driver_nomad_ops = {

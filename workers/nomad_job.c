@@ -6,6 +6,7 @@
 #include "config.h"
 #include <stdio.h>
 #include <string.h>
+#include "chanauth.h"
 #include "id.h"
 #include "nomad_job.h"
 
@@ -58,11 +59,15 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 	if (!env)
 		return NULL;
 	json_object_set_new(env, "SBX_SANDBOX_ID", json_string(s->sandbox_id));
-	/* in the job's env, so whoever may read-job in the namespace reads it
-	 * (doc/nomad.md: a Nomad Variable rendered by a template is the
-	 * intended hardening) */
-	if (s->chan_key)
-		json_object_set_new(env, "SBX_CHANNEL_KEY", json_string(s->chan_key));
+	/* the key is never in the job (whoever may read-job would read it):
+	 * the template below renders it from the variable, and a key of the
+	 * sandbox's own env must not stand in for it */
+	json_object_del(env, SBX_CHAN_KEY_ENV);
+	json_object_del(env, SBX_CHAN_KEY_FILE_ENV);
+	if (s->chan_var)
+		/* sbx-init removes the rendered file once it read the key, so
+		 * commands inside never find it in /secrets */
+		json_object_set_new(env, SBX_CHAN_KEY_FILE_ENV, json_string(NOMAD_KEY_FILE_IN_TASK));
 	/* Under runsc the capabilities gate syscalls that never reach the host:
 	 * root inside keeps them all, as with the local driver. sbx-init is
 	 * PID 1, bound read-only from the client (never from the image). */
@@ -79,6 +84,19 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 	group = json_pack("{s:s, s:i, s:{s:i, s:s}, s:{s:i, s:b}, s:[{s:s}], s:[o]}", "Name", NOMAD_GROUP, "Count", 1,
 			  "RestartPolicy", "Attempts", 0, "Mode", "fail", "ReschedulePolicy", "Attempts", 0, "Unlimited",
 			  0, "Networks", "Mode", net, "Tasks", task);
+	if (task && s->chan_var) {
+		/* Nomad's template runner reads the variable with the job's
+		 * workload identity (its implicit policy covers nomad/jobs/<job
+		 * id>) and hands SBX_CHANNEL_KEY to the task's environment
+		 * before it starts. noop on change: the key never changes, and a
+		 * restart would be a dead sandbox (no restarts). */
+		char tmpl[400];
+		snprintf(tmpl, sizeof(tmpl), "{{ with nomadVar \"%s\" }}SBX_CHANNEL_KEY={{ ." NOMAD_VAR_KEY_ITEM
+			 " }}{{ end }}\n", s->chan_var);
+		json_object_set_new(task, "Templates",
+				    json_pack("[{s:s, s:s, s:b, s:s, s:s}]", "EmbeddedTmpl", tmpl, "DestPath",
+					      NOMAD_KEY_FILE, "Envvars", 1, "ChangeMode", "noop", "Perms", "0400"));
+	}
 	job = json_pack("{s:{s:s, s:s, s:s, s:[s], s:s, s:{s:s}, s:[o]}}", "Job", "ID", id, "Name", id, "Type", "service",
 			"Datacenters", "*", "NodePool", s->node_pool, "Meta", "sbx_sandbox_id", s->sandbox_id,
 			"TaskGroups", group);
@@ -89,6 +107,30 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 	if (s->region && s->region[0])
 		json_object_set_new(json_object_get(job, "Job"), "Region", json_string(s->region));
 	return job;
+}
+
+bool nomad_var_path(const char *job_id, char *buf, size_t sz)
+{
+	int n = snprintf(buf, sz, NOMAD_VAR_PREFIX "%s", job_id);
+	return n > 0 && (size_t)n < sz;
+}
+
+const char *nomad_var_sandbox(const char *path)
+{
+	size_t pl = strlen(NOMAD_VAR_PREFIX);
+
+	if (strncmp(path, NOMAD_VAR_PREFIX, pl))
+		return NULL;
+	return nomad_job_sandbox(path + pl);
+}
+
+json_t *nomad_var_build(const char *namespace_, const char *path, const char *chan_key)
+{
+	json_t *v = json_pack("{s:s, s:{s:s}}", "Path", path, "Items", NOMAD_VAR_KEY_ITEM, chan_key);
+
+	if (v && namespace_ && namespace_[0])
+		json_object_set_new(v, "Namespace", json_string(namespace_));
+	return v;
 }
 
 /* Copies printable ASCII only, collapsing runs of anything else into one
@@ -337,8 +379,10 @@ int nomad_register_parse(const char *body, size_t len, char *eval_id, size_t sz,
 	return 0;
 }
 
-int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id, void *arg), void *arg,
-		     sbx_err *err)
+/* A list answer (jobs, variables): fn gets every entry's field, once all
+ * entries were found to have it. */
+static int list_parse(const char *body, size_t len, const char *field, const char *what,
+		      void (*fn)(const char *v, void *arg), void *arg, sbx_err *err)
 {
 	json_t *arr = load(body, len, err), *j;
 	size_t i;
@@ -348,20 +392,33 @@ int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id
 		return -1;
 	if (!json_is_array(arr)) {
 		json_decref(arr);
-		return bad(err, "the job list is not a list");
+		return bad(err, what);
 	}
 	json_array_foreach(arr, i, j) {
-		if (!json_is_string(json_object_get(j, "ID"))) {
+		if (!json_is_string(json_object_get(j, field))) {
 			json_decref(arr);
-			return bad(err, "a job without ID");
+			return bad(err, what);
 		}
 	}
 	json_array_foreach(arr, i, j) {
-		fn(str_of(j, "ID"), arg);
+		fn(str_of(j, field), arg);
 		n++;
 	}
 	json_decref(arr);
 	return n;
+}
+
+int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id, void *arg), void *arg,
+		     sbx_err *err)
+{
+	return list_parse(body, len, "ID", "the job list is not a list of jobs with an ID", fn, arg, err);
+}
+
+int nomad_vars_parse(const char *body, size_t len, void (*fn)(const char *path, void *arg), void *arg,
+		     sbx_err *err)
+{
+	return list_parse(body, len, "Path", "the variable list is not a list of variables with a Path", fn, arg,
+			  err);
 }
 
 int nomad_status_check(long status, const char *body, size_t len, const char *what, sbx_err *err)

@@ -25,10 +25,16 @@ struct nomad_job_spec {
 	int cpu, memory_mb;
 	int pids_limit, nproc;
 	json_t *env; /* {"K":"V"}, borrowed; may be NULL */
-	/* sbx-init's channel key (hex, chanauth.h), given to the task as
-	 * SBX_CHANNEL_KEY (sbx-init reads and removes it at start); NULL: none */
-	const char *chan_key;
+	/* the Nomad Variable holding sbx-init's channel key (nomad_var_path):
+	 * the task gets a template rendering it as SBX_CHANNEL_KEY (the key is
+	 * never in the job itself); NULL: no key */
+	const char *chan_var;
 };
+
+#define NOMAD_VAR_PREFIX   "nomad/jobs/" /* a job's workload identity may read nomad/jobs/<job id> */
+#define NOMAD_VAR_KEY_ITEM "chan_key"    /* the variable's one item: the key, hex */
+#define NOMAD_KEY_FILE     "secrets/sbx-channel.env" /* the template's file, in the task's directory */
+#define NOMAD_KEY_FILE_IN_TASK "/secrets/sbx-channel.env" /* the same, as the task sees it */
 
 /* {"Job": {...}} for POST /v1/jobs; NULL only when out of memory. */
 json_t *nomad_job_build(const struct nomad_job_spec *s);
@@ -36,6 +42,15 @@ json_t *nomad_job_build(const struct nomad_job_spec *s);
 bool nomad_job_id(const char *sandbox_id, char *buf, size_t sz);
 /* The sandbox id of a job id of ours, or NULL for anyone else's job. */
 const char *nomad_job_sandbox(const char *job_id);
+/* "nomad/jobs/<job id>": the variable a job's own tasks may read (Nomad's
+ * implicit workload-identity policy); false when it does not fit. */
+bool nomad_var_path(const char *job_id, char *buf, size_t sz);
+/* The sandbox id of a variable path of ours (nomad/jobs/sbx-<id>, nothing
+ * below it), or NULL for any other variable. */
+const char *nomad_var_sandbox(const char *path);
+/* {"Namespace", "Path", "Items": {"chan_key": KEY}} for PUT /v1/var/:path;
+ * namespace_ may be "" (the agent's default). NULL only when out of memory. */
+json_t *nomad_var_build(const char *namespace_, const char *path, const char *chan_key);
 /* The image reference of a template: registry_url without its scheme. */
 int nomad_image_ref(const char *registry_url, const char *template, char *buf, size_t sz, sbx_err *err);
 
@@ -73,6 +88,11 @@ int nomad_register_parse(const char *body, size_t len, char *eval_id, size_t sz,
 /* Reads the answer of GET /v1/jobs: calls fn for every job id; returns
  * the count, or -1 on a malformed answer. */
 int nomad_jobs_parse(const char *body, size_t len, void (*fn)(const char *job_id, void *arg), void *arg,
+		     sbx_err *err);
+
+/* Reads the answer of GET /v1/vars: calls fn for every variable's Path;
+ * returns the count, or -1 on a malformed answer. */
+int nomad_vars_parse(const char *body, size_t len, void (*fn)(const char *path, void *arg), void *arg,
 		     sbx_err *err);
 
 /* Nomad's error answer (plain text, sometimes JSON) as one clean line:

@@ -139,6 +139,8 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		env_put(env, kv);
 		snprintf(kv, sizeof(kv), SBX_CHAN_ID_ENV "=%s", s->id);
 		env_put(env, kv);
+		/* no rendered key file here: the sandbox's env cannot name one */
+		env_put(env, SBX_CHAN_KEY_FILE_ENV "=");
 	} else
 		args = json_pack("[s,s]", "/bin/sleep", "infinity");
 	snprintf(hostname, sizeof(hostname), "sbx-%.12s", s->id);

@@ -427,6 +427,13 @@ static int channel_key_init(void)
 	explicit_bzero((char *)key, strlen(key));
 	unsetenv(SBX_CHAN_KEY_ENV);
 	unsetenv(SBX_CHAN_ID_ENV);
+	/* a file the key was rendered into before we started (a Nomad
+	 * template in the task's secrets dir, doc/nomad.md): gone before any
+	 * command runs */
+	key = getenv(SBX_CHAN_KEY_FILE_ENV);
+	if (key && key[0] == '/' && unlink(key) < 0 && errno != ENOENT)
+		logmsg("cannot remove %s: %s", key, strerror(errno));
+	unsetenv(SBX_CHAN_KEY_FILE_ENV);
 	return 0;
 }
 

@@ -16,6 +16,9 @@
 /* The environment variables sbx-init reads (and removes) at start. */
 #define SBX_CHAN_KEY_ENV "SBX_CHANNEL_KEY"
 #define SBX_CHAN_ID_ENV "SBX_SANDBOX_ID"
+/* a file the key was rendered into before sbx-init started (a Nomad
+ * template, doc/nomad.md): sbx-init removes it; only an absolute path */
+#define SBX_CHAN_KEY_FILE_ENV "SBX_CHANNEL_KEY_FILE"
 #define SBX_CHAN_ID_MAX 64 /* the id the handshake names: [0-9a-z-], 1..64 */
 
 /* mac = BLAKE2b-256(key; "sbx-chan3 " role nonce id); role "node" or "init". */

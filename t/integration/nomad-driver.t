@@ -26,7 +26,14 @@
 #  - the reaper deregisters a stray sbx- job no record owns (and leaves
 #    someone else's job alone), and fails a ready record whose allocation
 #    Nomad lost;
-#  - Nomad unreachable -> 503 with the reason.
+#  - Nomad unreachable -> 503 with the reason;
+#  - the channel key: never in the job's Env; the task's template renders
+#    it from the Nomad Variable nomad/jobs/<job id>, which holds it while
+#    the sandbox lives and is gone after destroy, after every failed create
+#    (placement, dead task, a Variables API failing, a slow register) and,
+#    for a variable no live record owns, after the reaper's pass (someone
+#    else's variable and a live sandbox's are left alone); the contract
+#    server fails a task whose template names a missing variable.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nomadlib.sh"
 
@@ -93,6 +100,9 @@ nc_mode() { nc POST /_contract/mode "$1"; }
 nc_jobs() { nc GET /_contract/state && jq -r '.jobs[]' <<< "$NC_BODY"; }
 nc_has_job() { nc_jobs | grep -qxF "sandboxes/$1"; }
 nc_no_job() { ! nc_has_job "$1"; }
+# nc_var PATH: the variable's Items (NC_BODY: its body, or Nomad's 404 text)
+nc_var() { nc GET "/v1/var/$1?namespace=sandboxes" && jq -c .Items <<< "$NC_BODY" 2> /dev/null; }
+nc_no_var() { nc GET "/v1/var/$1?namespace=sandboxes" && [ "$NC_BODY" = "variable not found" ]; }
 
 t_on_exit nm_restore
 
@@ -160,6 +170,20 @@ is "$(jf "$T.Config.pids_limit")" "${PIDS:-16384}" "pids_limit is sandbox_pids_m
 is "$(jf "$T.Config | \"\\(.cap_drop) \\(.cap_add)\"" | tr -d ' ')" '["ALL"]["ALL"]' "cap_drop ALL, cap_add ALL"
 is "$(jf "$T.Resources | \"\\(.CPU) \\(.MemoryMB) \\(.MemoryMaxMB)\"")" "$(j .data.specs.cpu) 256 256" \
 	"resources: CPU, MemoryMB and MemoryMaxMB from the specs"
+# the channel key: in a Nomad Variable the task's template reads, never in the job
+is "$(jf "$T.Env | has(\"SBX_CHANNEL_KEY\")")" false "the job's Env does not carry the channel key"
+is "$(jf "$T.Templates | length")" 1 "the task has one template"
+is "$(jf "$T.Templates[0].EmbeddedTmpl")" \
+	"{{ with nomadVar \"nomad/jobs/sbx-$ID\" }}SBX_CHANNEL_KEY={{ .chan_key }}{{ end }}" \
+	"it renders SBX_CHANNEL_KEY from the job's variable nomad/jobs/sbx-<id>"
+is "$(jf "$T.Templates[0] | \"\\(.DestPath) \\(.Envvars) \\(.ChangeMode)\"")" "secrets/sbx-channel.env true noop" \
+	"into the task's secrets, read back as its environment, no restart on change"
+nc GET "/v1/var/nomad/jobs/sbx-$ID?namespace=sandboxes"
+like "$(jq -c .Items <<< "$NC_BODY" 2> /dev/null)" '^\{"chan_key":"[0-9a-f]{64}"\}$' \
+	"while the sandbox lives, the variable holds the key (its one item)"
+KEYV=$(jq -r .Items.chan_key <<< "$NC_BODY" 2> /dev/null)
+nc GET /_contract/jobs
+ok "$([[ $KEYV =~ ^[0-9a-f]{64}$ ]] && ! grep -qF "$KEYV" <<< "$NC_BODY"; echo $?)" "the key is in no job Nomad received"
 
 # the contract server checks jobs against Nomad's specification: a broken
 # copy of the job above is refused
@@ -187,6 +211,8 @@ nc GET /_contract/jobs
 is "$(jq -r --arg id "sbx-$ID" '[.deregistered[] | select(.ID == $id)] | last | .purge' <<< "$NC_BODY")" true \
 	"it was deregistered with purge"
 is "$(sb_db "$ID" status)" destroyed "the record is destroyed"
+nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "the channel key's variable is gone"
 
 # ---- placement failure ----------------------------------------------------------------
 T_SECTION=placement
@@ -198,6 +224,8 @@ like "$(j .message)" "no node could place it.*exhausted \(memory\)" "the message
 like "$(sb_db "$ID" "status || ' ' || failure_reason")" "^failed .*no node could place it" "the record failed with the reason"
 nc_no_job "sbx-$ID"
 ok $? "the job was purged"
+nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "its variable deleted"
 nc_mode '{"node_memory_mb": 8192}'
 
 # ---- a task that dies on the client ------------------------------------------------------
@@ -209,7 +237,37 @@ is "$STATUS $(j .code)" "503 provisioning_failed" "the task died: 503"
 like "$(j .message)" "did not start: Driver Failure: Failed to pull" "with the task's last event"
 nc_no_job "sbx-$ID"
 ok $? "the job was purged"
+nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "its variable deleted"
 nc_mode '{"task_fail": ""}'
+
+# ---- the Variables API failing; a template whose variable is missing --------------------------
+T_SECTION=variables
+nc_mode '{"var_error_500": true}'
+sb_create nginx '{"name":"it-nomad-var500","specs":{"memory":256,"disk":1}}'
+ID=$SB_ID
+is "$STATUS $(j .code)" "503 provisioning_failed" "the Variables API failing: 503"
+like "$(j .message)" "Nomad failed to store the sandbox's channel key in a Nomad variable \(500: rpc error: variables" \
+	"saying Nomad failed to store the key, with Nomad's text"
+nc GET /_contract/jobs
+is "$(jq --arg id "sbx-$ID" '[.registered[] | select(.body.Job.ID == $id)] | length' <<< "$NC_BODY")" 0 \
+	"no job was registered without its variable"
+nc_mode '{"var_error_500": false}'
+nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "and no variable is left"
+# the contract server's template runner: the job above with a variable that does not exist
+MISSING=$(random_id)
+nc POST "/v1/jobs?namespace=sandboxes" "$(jq -c --arg id "sbx-$MISSING" '.body | .Job.ID = $id | .Job.Name = $id
+	| .Job.TaskGroups[0].Tasks[0].Templates[0].EmbeddedTmpl |= sub("nomad/jobs/[^\"]*"; "nomad/jobs/" + $id)' <<< "$JOB")"
+tmpl_dead() {
+	nc GET "/v1/job/sbx-$MISSING/allocations?namespace=sandboxes" &&
+		jq -e '.[0].ClientStatus == "failed"' <<< "$NC_BODY" > /dev/null
+}
+wait_until 20 tmpl_dead
+like "$(jq -r '.[0].TaskStates.sandbox.Events[-1].DisplayMessage' <<< "$NC_BODY")" \
+	"^Template failed: Missing: nomadVar.block\(nomad/jobs/sbx-$MISSING@sandboxes" \
+	"a task whose template names a missing variable does not start (the contract server)"
+nc DELETE "/v1/job/sbx-$MISSING?purge=true&namespace=sandboxes"
 
 # ---- ACL: 403 ----------------------------------------------------------------------------
 T_SECTION=acl
@@ -229,7 +287,8 @@ T_SECTION=5xx
 nc_mode '{"error_500": true}'
 sb_create nginx '{"name":"it-nomad-500","specs":{"memory":256,"disk":1}}'
 is "$STATUS $(j .code)" "503 provisioning_failed" "Nomad answers 500: 503"
-like "$(j .message)" "Nomad failed to register the sandbox's job \(500: rpc error: No cluster leader\)" "with Nomad's text"
+like "$(j .message)" "Nomad failed to store the sandbox's channel key in a Nomad variable \(500: rpc error: No cluster leader\)" \
+	"with Nomad's text (its first request, the variable, failed)"
 nc_mode '{"error_500": false}'
 
 # ---- a slow Nomad -------------------------------------------------------------------------
@@ -251,6 +310,8 @@ wait_until $LIMIT late_removed "$ID"
 ok $? "the reaper deregisters (purge) the job Nomad registered too late"
 nc_no_job "sbx-$ID"
 ok $? "it is gone from Nomad"
+nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "its variable was deleted"
 
 # ---- the reaper: a stray job, someone else's job, a lost allocation --------------------------
 T_SECTION=reaper
@@ -269,12 +330,32 @@ nc DELETE "/v1/job/web?purge=true&namespace=sandboxes"
 sb_create nginx '{"name":"it-nomad-lost","specs":{"memory":256,"disk":1}}'
 ID=$SB_ID
 is "$STATUS $(j .data.status)" "201 ready" "another create: ready"
+# a channel key variable no record owns (a create that died between writing
+# it and its undo), and someone else's variables
+VSTRAY=$(random_id)
+PUTS=""
+for v in "nomad/jobs/sbx-$VSTRAY" nomad/jobs/web "nomad/jobs/sbx-$VSTRAY/sandbox"; do
+	nc PUT "/v1/var/$v?namespace=sandboxes" "$(jq -nc --arg p "$v" '{Namespace: "sandboxes", Path: $p, Items: {chan_key: "00"}}')"
+	PUTS="$PUTS$(jq -r .Path <<< "$NC_BODY" 2> /dev/null) "
+done
+is "$PUTS" "nomad/jobs/sbx-$VSTRAY nomad/jobs/web nomad/jobs/sbx-$VSTRAY/sandbox " \
+	"a stray channel key variable and two others written behind sbx's back"
+wait_until $LIMIT nc_no_var "nomad/jobs/sbx-$VSTRAY"
+ok $? "the reaper deletes the channel key variable no live record owns"
+ok "$(nc_var nomad/jobs/web > /dev/null && nc_var "nomad/jobs/sbx-$VSTRAY/sandbox" > /dev/null &&
+	! nc_no_var nomad/jobs/web && ! nc_no_var "nomad/jobs/sbx-$VSTRAY/sandbox"; echo $?)" \
+	"and leaves other variables alone (another job's, one below a sandbox's path)"
+like "$(nc_var "nomad/jobs/sbx-$ID")" '"chan_key":"[0-9a-f]{64}"' "and the live sandbox's"
+nc DELETE "/v1/var/nomad/jobs/web?namespace=sandboxes"
+nc DELETE "/v1/var/nomad/jobs/sbx-$VSTRAY/sandbox?namespace=sandboxes"
 nc POST "/_contract/alloc-lost/sbx-$ID"
 wait_until $LIMIT sb_status_is "$ID" failed
 like "$(sb_db "$ID" "status || ' ' || failure_reason")" "^failed .*Nomad allocation .* died: alloc is lost" \
 	"the reaper fails the record whose allocation Nomad lost, with the reason"
 wait_until $LIMIT nc_no_job "sbx-$ID"
 ok $? "and then deregisters its job"
+wait_until $LIMIT nc_no_var "nomad/jobs/sbx-$ID"
+ok $? "and deletes its variable"
 
 # ---- Nomad unreachable -------------------------------------------------------------------------
 T_SECTION=refused

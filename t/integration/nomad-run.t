@@ -11,6 +11,10 @@
 #  - a create reaches ready; the record names this node, the job and the
 #    allocation; Docker runs the task's container with runtime runsc, the
 #    template's image from the stack's registry, sbx-init as its command;
+#  - the channel key reached sbx-init through the job's Nomad Variable and
+#    its template (the job's Env has no key; the variable holds the very key
+#    the node agent uses), and the rendered file is gone from /secrets
+#    before any command runs; destroy deletes the variable;
 #  - exec (JSON: output and exit code; streamed: output arrives while the
 #    command runs, then done with its exit code) runs inside gVisor;
 #  - a file uploaded is read back byte-exact, inside and through the API;
@@ -28,7 +32,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 29
+plan 33
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -95,7 +99,16 @@ ok "$([ -S "$ND_DIR/alloc/$ALLOC/alloc/sbx-init.sock" ] && [ -f "$STATE/nomad/$A
 	"sbx-init listens in the allocation's directory; the node keeps the channel key on the host"
 KEY=$(cat "$STATE/nomad/$A/chan.key" 2> /dev/null)
 like "$(dk inspect -f '{{json .Config.Env}}' "$C")" "\"SBX_CHANNEL_KEY=${KEY:-none}\"" \
-	"the key the node holds is the one the job gave the task"
+	"the key the node holds is the one the task got"
+nc GET /_contract/jobs
+is "$(jq -r --arg id "sbx-$A" '[.registered[] | select(.body.Job.ID == $id)] | last
+	| .body.Job.TaskGroups[0].Tasks[0] | "\(.Env | has("SBX_CHANNEL_KEY")) \(.Templates | length)"' <<< "$NC_BODY")" \
+	"false 1" "the job has no key in its Env, a template instead"
+nc GET "/v1/var/nomad/jobs/sbx-$A?namespace=sandboxes"
+is "$(jq -r .Items.chan_key <<< "$NC_BODY" 2> /dev/null)" "${KEY:-none}" \
+	"the job's variable nomad/jobs/sbx-<id> holds that key: the template gave it to sbx-init"
+ok "$([ ! -e "$ND_DIR/alloc/$ALLOC/sandbox/secrets/sbx-channel.env" ] && [ -d "$ND_DIR/alloc/$ALLOC/sandbox/secrets" ]; echo $?)" \
+	"sbx-init removed the rendered file from the task's secrets directory"
 
 # ---- exec -------------------------------------------------------------------------
 T_SECTION=exec
@@ -107,8 +120,8 @@ like "$(rt_sh "$A" 'dmesg 2>/dev/null | head -n 3; uname -v')" "gVisor|Jan 10 15
 	"the command runs inside gVisor"
 like "$(rt_sh "$A" 'cat /proc/1/cmdline | tr "\0" " "')" "^/.sbx/sbx-init --channel /alloc/sbx-init.sock " \
 	"PID 1 is sbx-init, on the allocation's channel"
-unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"')" "${KEY:-the key}" \
-	"the channel key is not visible inside (sbx-init cleared it)"
+unlike "$(rt_sh "$A" 'env; cat /proc/1/environ | tr "\0" "\n"; ls -a /secrets; cat /secrets/* 2>&1')" "${KEY:-the key}" \
+	"the channel key is not visible inside (sbx-init cleared it, the rendered file in /secrets too)"
 is "$(rt_sh "$A" "sed -n '3,\$p' /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '")" "lo " \
 	"no network interface but loopback: no route out (this run has no CNI; nomad-net.t has)"
 
@@ -157,6 +170,8 @@ wait_until 10 nc_no_job "sbx-$A"
 ok $? "the job is purged"
 ok "$([ ! -e "$ND_DIR/alloc/$ALLOC" ] && [ ! -e "$STATE/nomad/$A" ]; echo $?)" \
 	"the allocation's directory and the node's adoption are gone"
+nc GET "/v1/var/nomad/jobs/sbx-$A?namespace=sandboxes"
+is "$NC_BODY" "variable not found" "the channel key's variable is deleted"
 req nginx POST "/sandboxes/$A/exec" "$(rt_json 'echo x')" -H 'Content-Type: application/json'
 isnt "$STATUS" 200 "exec after destroy fails ($STATUS)"
 

@@ -56,9 +56,30 @@ nomad#20007 (a resolv.conf in the task's directory, bound at
 /etc/resolv.conf, as its docker driver does); port mappings are not
 modelled.
 
+Nomad Variables: PUT/POST, GET and DELETE /v1/var/:path and GET /v1/vars
+answer as Nomad's Variables HTTP API documents them (api-docs/variables:
+the variable with Namespace, Path, Items and its indexes; 404 "variable not
+found"; 204 on delete; paths checked as Nomad checks them, "nomad/" reserved
+but for nomad/jobs and nomad/job-templates; Items required). Each variable
+is stored per namespace, in memory, unencrypted.
+
+Templates: a task's Templates are checked against Nomad's API (field names
+and types, a source or data, a destination, the change mode). Of Nomad's
+template language (consul-template) this server implements ONLY the form
+    {{ with nomadVar "PATH" }}TEXT{{ end }}
+where TEXT is plain text with {{ .ITEM }} references (a missing item
+renders "<no value>", as Go's templates do), read from the allocation's
+namespace; anything else fails the task ("unsupported by the contract
+server"). Before the task starts it is rendered into the task's directory
+at DestPath (mode Perms) and, with Envvars, read back as KEY=VALUE lines
+into the task's environment (over its Env, as Nomad does). A template whose
+variable does not exist fails the task to start (Nomad's template runner
+would block on it: the task never starts).
+
 What it does NOT cover: without --docker-host it does not run the task
-("running" is only a state it moves the allocation to). Even with it:
-no templates, artifacts,
+("running" is only a state it moves the allocation to), nor render
+templates (it still fails a task whose variable is missing). Even with it:
+no other template functions, no re-rendering on change, no artifacts,
 services, logs API, restarts or health checks; a task that dies after it
 started is not noticed. It has one node and one region, no deployments, no
 multi-region, no real ACL policies (one token that may do everything, or
@@ -73,15 +94,19 @@ Endpoints (Nomad's):
   DELETE   /v1/job/:id[?purge=true]
   GET      /v1/evaluation/:id       (blocking)
   GET      /v1/allocation/:id       (blocking)
+  PUT|POST /v1/var/:path            ({"Namespace", "Path", "Items"})
+  GET      /v1/var/:path            DELETE /v1/var/:path
+  GET      /v1/vars?namespace=&prefix=  (blocking)
 Control endpoints for tests (not Nomad's), under /_contract/:
   POST /_contract/mode   JSON: {"deny": bool (every API call answers 403),
         "slow_ms": N (every API call waits N ms first), "slow_register_ms": N
         (only registers wait: the job lands after the client gave up), "task_fail": "msg"
         (the next tasks die with that driver failure), "node_memory_mb": N,
-        "error_500": bool}; fields not given keep their value
+        "error_500": bool, "var_error_500": bool (only the Variables API
+        answers 500)}; fields not given keep their value
   GET  /_contract/jobs   every job body received, and every deregister
   POST /_contract/alloc-lost/:job   the job's allocation is lost (its node died)
-  GET  /_contract/state  jobs, allocations, evaluations now
+  GET  /_contract/state  jobs, allocations, evaluations, variables ("ns/path") now
 
 Usage: server.py --port-file FILE [--port N] [--token-file F] [--node-name N]
                  [--docker-host unix:///PATH --alloc-dir DIR [--docker /usr/bin/docker]
@@ -127,9 +152,13 @@ NETWORK = {"Mode": STR, "Device": STR, "CIDR": STR, "IP": STR, "Hostname": STR, 
            "ReservedPorts": LIST, "DynamicPorts": LIST, "CNI": OBJ}
 RESOURCES = {"CPU": INT, "Cores": INT, "MemoryMB": INT, "MemoryMaxMB": INT, "DiskMB": INT, "Networks": LIST,
              "Devices": LIST, "IOPS": INT, "NUMA": OBJ, "SecretsMB": INT}
+# api.Template (the task's Templates)
+TEMPLATE = {"SourcePath": STR, "DestPath": STR, "EmbeddedTmpl": STR, "ChangeMode": STR, "ChangeScript": OBJ,
+            "ChangeSignal": STR, "Once": BOOL, "Splay": INT, "Perms": STR, "Uid": INT, "Gid": INT, "LeftDelim": STR,
+            "RightDelim": STR, "Envvars": BOOL, "VaultGrace": INT, "Wait": OBJ, "ErrMissingKey": BOOL}
 TASK = {"Name": STR, "Driver": STR, "User": STR, "Lifecycle": OBJ, "Config": OBJ, "Constraints": LIST,
         "Affinities": LIST, "Env": MAP, "Services": LIST, "Resources": RESOURCES, "RestartPolicy": RESTART,
-        "Meta": MAP, "KillTimeout": INT, "LogConfig": OBJ, "Artifacts": LIST, "Vault": OBJ, "Templates": LIST,
+        "Meta": MAP, "KillTimeout": INT, "LogConfig": OBJ, "Artifacts": LIST, "Vault": OBJ, "Templates": [TEMPLATE],
         "DispatchPayload": OBJ, "VolumeMounts": LIST, "Leader": BOOL, "ShutdownDelay": INT, "KillSignal": STR,
         "Kind": STR, "ScalingPolicies": LIST, "CSIPluginConfig": OBJ, "Identity": OBJ, "Identities": LIST,
         "Actions": LIST, "Consul": OBJ}
@@ -257,6 +286,23 @@ def validate_job(job):
                 errs.append("minimum MemoryMB value is 10")
             if r.get("MemoryMaxMB") and r.get("MemoryMB") and r["MemoryMaxMB"] < r["MemoryMB"]:
                 errs.append("MemoryMaxMB value cannot be less than MemoryMB")
+            for mi, tm in enumerate(t.get("Templates") or []):
+                where = f"Task {t.get('Name')} template {mi + 1}"
+                if not tm.get("SourcePath") and not tm.get("EmbeddedTmpl"):
+                    errs.append(f"{where}: Must specify a source path or have an embedded template")
+                if not tm.get("DestPath"):
+                    errs.append(f"{where}: Must specify a destination for the template")
+                elif os.path.isabs(tm["DestPath"]) or ".." in tm["DestPath"].split("/"):
+                    errs.append(f"{where}: destination escapes the task's directory")
+                mode = tm.get("ChangeMode") or "restart"
+                if mode not in ("noop", "restart", "signal", "script"):
+                    errs.append(f"{where}: Unsupported change mode {mode!r}")
+                if mode == "signal" and not tm.get("ChangeSignal"):
+                    errs.append(f"{where}: Must specify signal value when change mode is signal")
+                if (tm.get("Splay") or 0) < 0:
+                    errs.append(f"{where}: Must specify positive splay value")
+                if tm.get("Perms") is not None and not re.fullmatch(r"[0-7]{1,4}", tm["Perms"]):
+                    errs.append(f"{where}: Failed to parse {tm['Perms']!r} as octal")
             if t.get("Driver") == "docker":
                 c = t.get("Config") or {}
                 check(c, DOCKER, f"Job.TaskGroups[{gi}].Tasks[{ti}].Config")
@@ -274,6 +320,69 @@ def validate_job(job):
     if errs:
         raise Invalid(f"{len(errs)} error{'s' if len(errs) > 1 else ''} occurred:\n" +
                       "".join(f"\t* {e}\n" for e in errs))
+
+
+VAR_PATH = re.compile(r"[a-zA-Z0-9\-_~/]{1,128}")
+TMPL_WITH = re.compile(r'\{\{-?\s*with\s+nomadVar\s+"([^"]*)"\s*-?\}\}(.*?)\{\{-?\s*end\s*-?\}\}', re.S)
+TMPL_ITEM = re.compile(r"\{\{-?\s*\.([A-Za-z_][A-Za-z0-9_]*)\s*-?\}\}")
+
+
+class TemplateError(Exception):
+    pass
+
+
+def var_path_error(path):
+    """Nomad's validatePath: None when the path is fine."""
+    if not VAR_PATH.fullmatch(path or ""):
+        return f"invalid path {path!r}"
+    parts = path.split("/")
+    if parts[0] == "nomad" and (len(parts) == 1 or parts[1] not in ("jobs", "job-templates")):
+        return ('"nomad" is a reserved top-level directory path, but you may write variables to "nomad/jobs", '
+                '"nomad/job-templates", or below')
+    return None
+
+
+def render_template(tm, ns, variables):
+    """The one template form this server implements (see the header):
+    the rendered text, or TemplateError. Under the state's lock."""
+    src = tm.get("EmbeddedTmpl") or ""
+    if tm.get("SourcePath") or tm.get("LeftDelim") not in (None, "{{") or tm.get("RightDelim") not in (None, "}}"):
+        raise TemplateError("only an embedded template with the default delimiters is implemented by the contract server")
+    out, pos = [], 0
+    for m in TMPL_WITH.finditer(src):
+        out.append(src[pos:m.start()])
+        v = variables.get((ns, m.group(1)))
+        if v is None:
+            # Nomad's template runner blocks until the variable exists: the task never starts
+            raise TemplateError(f'Missing: nomadVar.block({m.group(1)}@{ns}.global): the template blocks on a '
+                                f'variable that does not exist')
+        body = m.group(2)
+        if "{{" in TMPL_ITEM.sub("", body):
+            raise TemplateError("template form unsupported by the contract server (only {{ .ITEM }} inside with nomadVar)")
+        if any(tm.get("ErrMissingKey") and k not in v["Items"] for k in TMPL_ITEM.findall(body)):
+            raise TemplateError("map has no entry for key")
+        out.append(TMPL_ITEM.sub(lambda x: v["Items"].get(x.group(1), "<no value>"), body))
+        pos = m.end()
+    rest = src[pos:]
+    if "{{" in rest:
+        raise TemplateError("template form unsupported by the contract server (only {{ with nomadVar }})")
+    out.append(rest)
+    return "".join(out)
+
+
+def env_lines(text):
+    """A rendered env template read back as Nomad does: KEY=VALUE lines
+    (blank lines and # comments skipped)."""
+    env = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        k, sep, v = line.partition("=")
+        if not sep or not k.strip():
+            raise TemplateError(f"failed to parse the rendered environment: line {line[:40]!r}")
+        env[k.strip()] = v
+    return env
 
 
 def parse_wait(s):
@@ -300,7 +409,9 @@ class State:
         self.received = []   # every register body
         self.deregistered = []
         self.mode = {"deny": False, "slow_ms": 0, "slow_register_ms": 0, "task_fail": "", "node_memory_mb": args.node_memory_mb,
-                     "error_500": False}
+                     "error_500": False, "var_error_500": False}
+        self.vars = {}       # (ns, path) -> variable (Namespace, Path, Items, indexes, times)
+        self.var_log = []    # every variable write and delete (no Items)
         self.node_id = str(uuid.uuid4())
         self.containers = {}  # alloc id -> [docker container names]
         self.networks = {}  # alloc id -> its CNI network (pause container, netns, plugins added)
@@ -446,6 +557,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.blocking(q, read)
             if method == "DELETE" and not sub:
                 return self.deregister(ns, jid, q.get("purge") == "true")
+        if path == "/v1/vars" or path.startswith("/v1/var/"):
+            return self.variables(method, path, q)
         m = re.fullmatch(r"/v1/evaluation/([^/]+)", path)
         if m and method == "GET":
             eid = m.group(1)
@@ -455,6 +568,74 @@ class Handler(BaseHTTPRequestHandler):
             aid = m.group(1)
             return self.blocking(q, lambda: (200, st.allocs[aid]) if aid in st.allocs else (404, "alloc not found"))
         return self.text(405 if path.startswith("/v1/job") else 404, "Invalid method or URL path")
+
+    def variables(self, method, path, q):
+        """Nomad's Variables HTTP API (api-docs/variables/variables)."""
+        st = self.st
+        if q.get("cas") is not None and not q["cas"].isdigit():
+            raise Invalid(f"can not parse cas: {q['cas']!r}")
+        if st.mode["var_error_500"]:
+            return self.text(500, "rpc error: variables: No cluster leader")
+        if path == "/v1/vars":
+            if method != "GET":
+                return self.text(405, "Invalid method")
+            ns, pre = q.get("namespace") or "default", q.get("prefix", "")
+
+            def read():
+                return 200, [{k: v[k] for k in ("Namespace", "Path", "CreateIndex", "ModifyIndex", "CreateTime",
+                                                "ModifyTime")}
+                             for (n, p), v in sorted(st.vars.items()) if (ns == "*" or n == ns) and p.startswith(pre)]
+            return self.blocking(q, read)
+        vpath = path[len("/v1/var/"):]
+        if not vpath:
+            return self.text(400, "missing variable path")
+        ns = q.get("namespace") or "default"
+        if method == "GET":
+            return self.blocking(q, lambda: (200, st.vars[(ns, vpath)]) if (ns, vpath) in st.vars
+                                 else (404, "variable not found"))
+        if method in ("PUT", "POST"):
+            body = self.body_json()
+            if not isinstance(body, dict):
+                raise Invalid("Request decode failed: expected a variable object")
+            check(body, {"Namespace": STR, "Path": STR, "Items": MAP, "CreateIndex": INT, "ModifyIndex": INT,
+                         "CreateTime": INT, "ModifyTime": INT, "Lock": OBJ}, "Variable")
+            if not body.get("Items"):
+                raise Invalid("variable missing required Items object")
+            if q.get("namespace") and body.get("Namespace") and q["namespace"] != body["Namespace"]:
+                raise Invalid("Variable namespace does not match request namespace")
+            ns = q.get("namespace") or body.get("Namespace") or "default"
+            if ns == "*":
+                raise Invalid('can not target wildcard ("*")namespace')
+            why = var_path_error(vpath)
+            if why:
+                raise Invalid(why)
+            if ns not in st.args.namespaces:
+                return self.text(500, f'namespace "{ns}" does not exist')
+            with st.cv:
+                old = st.vars.get((ns, vpath))
+                if q.get("cas") is not None and int(q["cas"] or 0) != (old["ModifyIndex"] if old else 0):
+                    return self.send(409, old or {"Namespace": ns, "Path": vpath}, index=st.index)
+                idx = st.bump()
+                v = {"Namespace": ns, "Path": vpath, "CreateIndex": old["CreateIndex"] if old else idx,
+                     "ModifyIndex": idx, "CreateTime": old["CreateTime"] if old else now_ns(), "ModifyTime": now_ns(),
+                     "Items": dict(body["Items"])}
+                st.vars[(ns, vpath)] = v
+                st.var_log.append({"op": "put", "Namespace": ns, "Path": vpath})
+                return self.send(200, v, index=idx)
+        if method == "DELETE":
+            with st.cv:
+                old = st.vars.get((ns, vpath))
+                if q.get("cas") is not None and int(q["cas"] or 0) != (old["ModifyIndex"] if old else 0):
+                    return self.send(409, old or {"Namespace": ns, "Path": vpath}, index=st.index)
+                st.vars.pop((ns, vpath), None)
+                st.var_log.append({"op": "delete", "Namespace": ns, "Path": vpath, "found": old is not None})
+                idx = st.bump()
+            # Nomad answers a delete with 204 whether the variable was there or not
+            self.send_response(204)
+            self.send_header("X-Nomad-Index", str(idx))
+            self.end_headers()
+            return None
+        return self.text(400, "Invalid method")
 
     def stub(self, j):
         return {k: j.get(k) for k in ("ID", "ParentID", "Name", "Namespace", "Datacenters", "NodePool", "Type",
@@ -588,6 +769,11 @@ class Handler(BaseHTTPRequestHandler):
                 why = "failed to create container: volumes are not enabled; cannot mount host paths"
             elif st.mode["task_fail"]:
                 why = st.mode["task_fail"]
+            else:
+                try:  # the template hook runs before the driver starts the task
+                    self.task_templates(t, al["Namespace"])
+                except TemplateError as e:
+                    why = f"Template failed: {e}"
             if why:
                 break
         if not why and a.docker_host:
@@ -603,14 +789,27 @@ class Handler(BaseHTTPRequestHandler):
             return
         self.client_done(al, group, why)
 
+    def task_templates(self, t, ns):
+        """Under st.cv: the task's templates rendered, [(DestPath, perms, text)]
+        and the environment they give (Envvars), or TemplateError."""
+        files, env = [], {}
+        for tm in t.get("Templates") or []:
+            text = render_template(tm, ns, self.st.vars)
+            files.append((tm["DestPath"], int(tm.get("Perms") or "0644", 8), text))
+            if tm.get("Envvars"):
+                env.update(env_lines(text))
+        return files, env
+
     def client_done(self, al, group, why):
         """Under st.cv: the allocation's tasks run, or failed with why."""
         st = self.st
         idx = st.bump()
         if why:
+            # Nomad's template hook kills the task with a "Killing" event
+            etype = "Killing" if why.startswith("Template failed") else "Driver Failure"
             al.update(ClientStatus="failed", ClientDescription="Failed tasks", ModifyIndex=idx,
                       TaskStates={t["Name"]: self.task_state("dead", [("Received", "Task received by client"),
-                                                                     ("Driver Failure", why)], failed=True)
+                                                                     (etype, why)], failed=True)
                                   for t in group["Tasks"]})
         else:
             al.update(ClientStatus="running", ClientDescription="Tasks are running", ModifyIndex=idx,
@@ -706,6 +905,12 @@ class Handler(BaseHTTPRequestHandler):
                     "NOMAD_SECRETS_DIR": "/secrets", "NOMAD_JOB_ID": al["JobID"] if al else "",
                     "NOMAD_NAMESPACE": al["Namespace"] if al else "", "NOMAD_GROUP_NAME": group["Name"]}
             st.containers[aid] = names
+            rendered = {}
+            for t in group["Tasks"]:
+                try:
+                    rendered[t["Name"]] = self.task_templates(t, env0["NOMAD_NAMESPACE"])
+                except TemplateError as e:
+                    rendered[t["Name"]] = e
             mode = ((group.get("Networks") or [{}])[0].get("Mode") or "")
             net = None
             if mode.startswith("cni/") and a.cni_config_dir:
@@ -735,6 +940,18 @@ class Handler(BaseHTTPRequestHandler):
                 c, r = t.get("Config") or {}, t.get("Resources") or {}
                 for sub in ("local", "secrets"):
                     os.makedirs(os.path.join(adir, t["Name"], sub), mode=0o755, exist_ok=True)
+                tr = rendered.get(t["Name"]) or ([], {})
+                if isinstance(tr, TemplateError):
+                    why = f"Template failed: {tr}"
+                    break
+                tfiles, tenv = tr
+                for dest, perms, text in tfiles:
+                    fp = os.path.join(adir, t["Name"], dest)
+                    os.makedirs(os.path.dirname(fp), mode=0o755, exist_ok=True)
+                    fd = os.open(fp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, perms)
+                    with os.fdopen(fd, "w") as fh:
+                        fh.write(text)
+                    os.chmod(fp, perms)
                 # as Nomad's docker driver: pulled when missing (or force_pull)
                 rc, err = self.docker(["image", "inspect", c["image"]])
                 if rc or c.get("force_pull"):
@@ -774,7 +991,9 @@ class Handler(BaseHTTPRequestHandler):
                 if r.get("MemoryMB"):
                     hard = r.get("MemoryMaxMB") or r["MemoryMB"]
                     cmd += ["--memory", f"{hard}m", "--memory-reservation", f'{r["MemoryMB"]}m']
-                for k, v in list(env0.items()) + [("NOMAD_TASK_NAME", t["Name"])] + list((t.get("Env") or {}).items()):
+                # a template's environment over the task's Env, as Nomad's task env builder does
+                for k, v in (list(env0.items()) + [("NOMAD_TASK_NAME", t["Name"])] + list((t.get("Env") or {}).items())
+                             + list(tenv.items())):
                     cmd += ["-e", f"{k}={v}"]
                 if c.get("entrypoint"):
                     cmd += ["--entrypoint", c["entrypoint"][0]]
@@ -852,13 +1071,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send(200, st.mode)
         if path == "/_contract/jobs" and method == "GET":
             with st.cv:
-                return self.send(200, {"registered": st.received, "deregistered": st.deregistered})
+                return self.send(200, {"registered": st.received, "deregistered": st.deregistered,
+                                       "variables": st.var_log})
         if path == "/_contract/state" and method == "GET":
             with st.cv:
                 return self.send(200, {"index": st.index, "jobs": [f"{n}/{i}" for n, i in st.jobs],
                                        "allocs": {k: {x: v[x] for x in ("JobID", "ClientStatus", "DesiredStatus")}
                                                   for k, v in st.allocs.items()},
-                                       "evals": {k: v["Status"] for k, v in st.evals.items()}})
+                                       "evals": {k: v["Status"] for k, v in st.evals.items()},
+                                       "vars": [f"{n}/{p}" for n, p in sorted(st.vars)]})
         m = re.fullmatch(r"/_contract/alloc-lost/([^/]+)", path)
         if m and method == "POST":
             with st.cv:

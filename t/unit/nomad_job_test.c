@@ -4,7 +4,8 @@
  * cni/<net>, one docker task with runtime runsc, the registry's image,
  * sbx-init bound read-only as the command, pids_limit, cap_drop and cap_add
  * ALL, CPU/MemoryMB/MemoryMaxMB from the specs, the sandbox's env with its
- * id added); job ids round-trip and other jobs are not ours; the image
+ * id added; no channel key in the Env, a template rendering it from the
+ * job's Nomad Variable instead); variable paths, bodies and lists; job ids round-trip and other jobs are not ours; the image
  * reference drops the registry URL's scheme; Nomad's answers parse
  * (allocations: newest or a named one, running only when the task runs,
  * a dead task's reason from its last event; evaluations: placed, pending,
@@ -13,6 +14,7 @@
  * error bodies are cleaned into one printable line, and HTTP statuses map
  * to 503s that say what was asked and what Nomad answered. */
 #include "config.h"
+#include <stdlib.h>
 #include <string.h>
 #include "nomad_job.h"
 #include "../tap.h"
@@ -98,16 +100,73 @@ static void job_shape(void)
 	is_str(s_at(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_SANDBOX_ID"), SID, "env without the sandbox's own");
 	ok(path(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_CHANNEL_KEY") == NULL, "no channel key when none is given");
 	json_decref(j);
-	/* the channel key reaches sbx-init in the task's env, over one the sandbox set */
-	s.chan_key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
-	s.env = json_pack("{s:s}", "SBX_CHANNEL_KEY", "mine");
+	ok(path(j, "Job.TaskGroups.0.Tasks.0.Templates") == NULL, "no template when there is no key");
+	json_decref(j);
+	/* the channel key reaches sbx-init through a template reading the
+	 * job's Nomad Variable: never in the job, not even one the sandbox set */
+	s.chan_var = "nomad/jobs/sbx-" SID;
+	s.env = json_pack("{s:s, s:s}", "SBX_CHANNEL_KEY", "mine", "SBX_CHANNEL_KEY_FILE", "/etc/passwd");
 	j = nomad_job_build(&s);
-	is_str(s_at(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_CHANNEL_KEY"), s.chan_key, "the channel key in the task's env");
+	t = path(j, "Job.TaskGroups.0.Tasks.0");
+	ok(path(t, "Env.SBX_CHANNEL_KEY") == NULL, "no SBX_CHANNEL_KEY in the task's Env (not even the sandbox's own)");
+	is_str(s_at(t, "Env.SBX_CHANNEL_KEY_FILE"), "/secrets/sbx-channel.env",
+	       "sbx-init is told which rendered file to remove (ours, over the sandbox's)");
+	is_int(json_array_size(path(t, "Templates")), 1, "one template");
+	is_str(s_at(t, "Templates.0.EmbeddedTmpl"),
+	       "{{ with nomadVar \"nomad/jobs/sbx-" SID "\" }}SBX_CHANNEL_KEY={{ .chan_key }}{{ end }}\n",
+	       "it renders SBX_CHANNEL_KEY from the job's variable");
+	is_str(s_at(t, "Templates.0.DestPath"), "secrets/sbx-channel.env", "into the task's secrets directory");
+	ok(json_is_true(path(t, "Templates.0.Envvars")), "read back as the task's environment");
+	is_str(s_at(t, "Templates.0.ChangeMode"), "noop", "no restart on a change (a restart is a dead sandbox)");
+	is_str(s_at(t, "Templates.0.Perms"), "0400", "readable by root only");
+	{
+		char *text = json_dumps(j, JSON_COMPACT);
+		ok(text && !strstr(text, "mine"), "the sandbox's own key is nowhere in the job");
+		free(text);
+	}
 	json_decref(j);
 	json_decref(s.env);
 	s.env = NULL;
-	s.chan_key = NULL;
+	s.chan_var = NULL;
 	json_decref(env);
+}
+
+static void n_var(const char *p, void *arg)
+{
+	int *n = arg;
+	(*n)++;
+	(void)p;
+}
+
+static void vars(void)
+{
+	char buf[128];
+	json_t *v;
+	int n = 0;
+	const char *list = "[{\"Namespace\":\"sandboxes\",\"Path\":\"nomad/jobs/sbx-" SID "\",\"CreateIndex\":3},"
+			   "{\"Namespace\":\"sandboxes\",\"Path\":\"app/db\"}]";
+
+	ok(nomad_var_path("sbx-" SID, buf, sizeof(buf)) && !strcmp(buf, "nomad/jobs/sbx-" SID),
+	   "the variable of a job: nomad/jobs/<job id>");
+	ok(!nomad_var_path("sbx-" SID, buf, 20), "a variable path that does not fit is refused");
+	is_str(nomad_var_sandbox("nomad/jobs/sbx-" SID), SID, "our variable names its sandbox");
+	ok(nomad_var_sandbox("nomad/jobs/sbx-" SID "/sandbox") == NULL, "a variable below ours is not ours");
+	ok(nomad_var_sandbox("nomad/jobs/web") == NULL, "another job's variable is not ours");
+	ok(nomad_var_sandbox("sbx-" SID) == NULL, "a variable outside nomad/jobs is not ours");
+	v = nomad_var_build("sandboxes", "nomad/jobs/sbx-" SID, "00ff");
+	is_str(s_at(v, "Namespace"), "sandboxes", "the variable: its namespace");
+	is_str(s_at(v, "Path"), "nomad/jobs/sbx-" SID, "its path");
+	is_str(s_at(v, "Items.chan_key"), "00ff", "the key as its one item");
+	is_int(json_object_size(path(v, "Items")), 1, "and nothing else");
+	json_decref(v);
+	v = nomad_var_build("", "p", "k");
+	ok(path(v, "Namespace") == NULL, "no Namespace when none is set");
+	json_decref(v);
+	is_int(nomad_vars_parse(list, strlen(list), n_var, &n, &err), 2, "the variable list parses");
+	is_int(n, 2, "every Path is handed on");
+	ok(nomad_vars_parse("[{\"Namespace\":\"x\"}]", 17, n_var, &n, &err) < 0 && !strcmp(err.code, "bad_nomad_reply"),
+	   "a variable without Path is a malformed answer");
+	ok(nomad_vars_parse("{}", 2, n_var, &n, &err) < 0, "a list that is not a list too");
 }
 
 static void ids(void)
@@ -245,6 +304,7 @@ int main(void)
 	statuses();
 	job_shape();
 	ids();
+	vars();
 	allocs();
 	evals();
 	others();
