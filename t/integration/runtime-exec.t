@@ -203,7 +203,9 @@ is "$STATUS" 503 "exec on the failed sandbox: 503 (it cannot serve; issue 8: was
 like "$(j .message)" "failed" "the message names the state (failed)"
 
 # --- the exec record and last_activity_at
-psql_q "UPDATE sandboxes SET last_activity_at = now() - interval '1 hour' WHERE id = '$A'" > /dev/null
+# (10 minutes back, inside the 30-minute idle timeout: further back, the
+# reaper's next pass may destroy the sandbox as idle before the exec)
+psql_q "UPDATE sandboxes SET last_activity_at = now() - interval '10 minutes' WHERE id = '$A'" > /dev/null
 marker="rec-$RANDOM$RANDOM"
 exec_req nginx "{\"cmd\":\"echo $marker; printf xyz >&2; exit 7\"}"
 is "$(j .data.exit_code)" 7 "an exec to be recorded"
