@@ -22,6 +22,7 @@
 #include "node_int.h"
 #include "nomad_net.h"
 #include "sandbox_state.h"
+#include "stats.h"
 
 /* ---- liveness and leftovers ---- */
 
@@ -80,11 +81,22 @@ static pid_t init_cont(struct node *n, const char *id)
 
 /* A live sentry whose sbx-init does not answer its channel (stopped with
  * SIGSTOP, or hung): one missed PING gets it a SIGCONT, a second one
- * fails the sandbox. Only sandboxes with a channel are asked. */
+ * fails the sandbox -- unless the sandbox is busy: a sandbox at its CPU
+ * limit (a dozen loops in one core) can leave sbx-init unscheduled for
+ * seconds, and failing it then would destroy a working sandbox whose
+ * owner is only using it. So while its cgroup's CPU time keeps growing
+ * (the sentry runs), a miss gets another SIGCONT and a wait, up to
+ * BUSY_GRACE_MS from the first miss; a sentry stopped from the host, or
+ * hung, uses no CPU and fails at the second miss as before. Only
+ * sandboxes with a channel are asked. */
+#define BUSY_GRACE_MS 60000
+#define BUSY_MIN_USEC 1000
+
 static void check_init(struct node *n, struct sb *s)
 {
 	const char *why = "sbx-init stopped answering";
 	int h = relay_ping(n->relay, s->id);
+	long long cpu, now;
 
 	if (h != 0) {
 		if (s->init_missed)
@@ -92,9 +104,25 @@ static void check_init(struct node *n, struct sb *s)
 		s->init_missed = 0;
 		return;
 	}
+	now = sbx_now_ms();
+	cpu = sandbox_cpu_usec(s->id);
 	if (!s->init_missed++) {
 		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT (placement %s)",
 			  s->sandbox_id, LIVENESS_MS, s->id);
+		s->missed_at_ms = now;
+		s->missed_cpu_usec = cpu;
+		if (!s->cont_pid)
+			s->cont_pid = init_cont(n, s->id);
+		return;
+	}
+	if (cpu >= 0 && s->missed_cpu_usec >= 0 && cpu - s->missed_cpu_usec >= BUSY_MIN_USEC &&
+	    now - s->missed_at_ms < BUSY_GRACE_MS) {
+		if (s->init_missed == 2)
+			log_warnx("sandbox %s: sbx-init has not answered for %lld ms, but the sandbox runs (%lld ms of CPU "
+				  "since); waiting up to %d s (placement %s)",
+				  s->sandbox_id, now - s->missed_at_ms + LIVENESS_MS, (cpu - s->missed_cpu_usec) / 1000,
+				  BUSY_GRACE_MS / 1000, s->id);
+		s->missed_cpu_usec = cpu;
 		if (!s->cont_pid)
 			s->cont_pid = init_cont(n, s->id);
 		return;
@@ -121,7 +149,7 @@ void check_liveness(struct node *n)
 
 	for (int i = 0; i < MAX_SANDBOXES; i++) {
 		struct sb *s = &n->sbs[i];
-		char why[256] = "";
+		char why[256] = "", msg[300];
 
 		if (s->st != SB_READY && s->st != SB_POOL)
 			continue;
@@ -140,7 +168,10 @@ void check_liveness(struct node *n)
 			snprintf(why, sizeof(why), "the sandbox stopped");
 		log_warnx("sandbox %s: sentry is dead: %s (placement %s)", s->sandbox_id[0] ? s->sandbox_id : "(warm pool)",
 			  why, s->id);
-		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", why); /* relay */
+		/* the words a channel's EOF gives too (chan.c): which of the two
+		 * notices first is chance */
+		snprintf(msg, sizeof(msg), "the sandbox died: %s", why);
+		relay_sandbox_gone(n->relay, s->id, "sandbox_dead", msg); /* relay */
 		record_oom(n, s);
 		mark_failed(n, s->sandbox_id, why);
 		destroy_local(n, s->id, NULL, why);

@@ -42,6 +42,8 @@ struct sb {
 	char tmpl_version[128];
 	long oom_kills;
 	int init_missed;  /* liveness passes in a row whose PING sbx-init left unanswered */
+	long long missed_at_ms;  /* mono ms of the first of those misses */
+	long long missed_cpu_usec; /* the sandbox's cgroup CPU time at the last miss */
 	pid_t cont_pid;   /* `runsc kill ID CONT` running, 0: none */
 	struct sb_idle idle; /* idle.c: frozen while idle */
 	bool nomad;       /* Nomad runs it; this agent adopted it (adopt.c): its

@@ -28,4 +28,9 @@ struct sandbox_usage {
  * cgroup at all (not running here); any other part missing is -1. */
 int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct sandbox_usage *u, sbx_err *err);
 
+/* The CPU time (µs) sandbox id's cgroup has used (v1 or v2); -1 when
+ * unreadable. One small file read: the liveness pass tells a busy sandbox
+ * from a stopped one by it. */
+long long sandbox_cpu_usec(const char *id);
+
 #endif

@@ -1,0 +1,49 @@
+#!/bin/bash
+# test: parallel
+# A busy sandbox is not a dead one (node_health.c check_init). The node
+# agent pings every sandbox's sbx-init each liveness pass; a ping left
+# unanswered twice used to fail the sandbox ("sbx-init stopped answering")
+# and destroy it. But a sandbox at its CPU limit can leave sbx-init
+# unscheduled for seconds (16 shell loops in one core on a slow host did),
+# and its owner was only using it. What a user sees now:
+#  - a sandbox whose own process keeps stopping sbx-init for 12 s while it
+#    burns CPU (`kill -STOP 1` in a loop: the worst case of a starved
+#    sbx-init) stays ready the whole time, looked at every second;
+#  - the node agent says in its log that sbx-init is late but the sandbox
+#    runs (so the case was really met, not dodged);
+#  - once the loop ends, sbx-init answers again and an exec works.
+# A sentry stopped from the host uses no CPU and is still failed at the
+# second miss: relay-restart.t c.
+. "$(dirname "$0")/lib.sh"
+
+t_require --root "runsc" runsc jq curl
+require_stack
+t_on_exit sb_cleanup
+
+rt_setup it-sandbox-busy
+mark=$(log_mark)
+rt_new it-sandbox-busy
+ID=$RT_ID
+is "$(rt_sh "$ID" "echo up")" up "a sandbox answers (its channel is open)"
+
+req nginx POST "/sandboxes/$ID/exec" \
+	"$(jq -nc '{cmd:"timeout 12 sh -c \"while :; do kill -STOP 1; done\"", background:true}')"
+like "$(j .data.pid)" '^[0-9]+$' "a background loop keeps stopping sbx-init for 12 s ($STATUS)"
+
+states=""
+for _ in $(seq 16); do
+	sleep 1
+	states="$states $(sb_db "$ID" status)"
+done
+diag "status each second:$states"
+unlike "$states" 'failed|destroyed' "the sandbox stays ready while its sbx-init is starved"
+is "$(echo $states | tr ' ' '\n' | sort -u | tr '\n' ' ')" "ready " "...ready at every look"
+late() { log_since "$mark" | grep -q "sandbox $ID: sbx-init has not answered for [0-9]* ms, but the sandbox runs"; }
+ok late "the node agent logged that sbx-init is late but the sandbox runs" ||
+	diag "$(log_since "$mark" | grep "sandbox $ID" | head -n 10)"
+answers() { [ "$(rt_sh "$ID" "echo alive" 10)" = alive ]; }
+wait_until 30 answers
+ok $? "after the loop, sbx-init answers again: an exec works"
+is "$(sb_db "$ID" status)" ready "the sandbox is ready"
+is "$(sb_db "$ID" "coalesce(failure_reason, '')")" "" "...with no failure recorded"
+finish
