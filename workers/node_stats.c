@@ -1,5 +1,5 @@
 /* A sandbox's resource use over time (GET /sandboxes/{id}/stats): the node
- * agent samples every ready sandbox of its own every SAMPLE_MS (stats.h:
+ * agent samples every ready sandbox of its own every stats_sample_interval (stats.h:
  * its cgroups, disk and interfaces) and writes the samples to Postgres
  * (table sandbox_stats, sql/017_stats.sql): batched, one INSERT per pass
  * at most, sent on a non-blocking connection of its own and answered on a
@@ -33,8 +33,7 @@
 #include "reply.h"
 #include "stats.h"
 
-#define SAMPLE_MS 15000
-#define FINE_N 20 /* the last 5 minutes at SAMPLE_MS: more than a write takes */
+#define FINE_N 20 /* the last 5 minutes at 15 s samples: more than a write takes */
 /* a live sample this close to the last kept one replaces it: a rate over
  * a few ms says nothing */
 #define MIN_GAP_MS 1000
@@ -319,7 +318,7 @@ void stats_pass(struct node *n)
 		if (!se && !(se = series_new(n, s->id, s->sandbox_id)))
 			continue;
 		se->seen = true;
-		se->next_at = now + SAMPLE_MS;
+		se->next_at = now + sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
 		series_rebase(se, &p, &u);
 		series_add(se, &p);
 	}

@@ -139,6 +139,8 @@ const struct sbx_setting sbx_settings[] = {
 	{ "node_disk_min_free_gb", SBX_ST_INT, "1", 0, 1000000, R, WRK,
 	  "GB of the state directory's filesystem that must stay free, like node_disk_min_free_pct "
 	  "(0: no floor)" },
+	{ "stats_sample_interval", SBX_ST_SECS, "15", 1, 3600, R, WRK,
+	  "seconds between two stats samples of a running sandbox (GET /sandboxes/{id}/stats)" },
 	{ "stats_retention_hours", SBX_ST_INT, "168", 1, 87600, R, WRK,
 	  "hours the node agents' stats samples (GET /sandboxes/{id}/stats) are kept in Postgres; the "
 	  "reaper deletes older ones" },

@@ -6,7 +6,9 @@
 #     both end within 2 s of the kill with an error naming the restart
 #     (the stream's last frame is {"type":"error"}; the JSON one is 503
 #     node_restarted), a background process started before lives on, and
-#     the next exec right after works.
+#     the next exec right after works; the sandbox's stats series (GET
+#     /sandboxes/{id}/stats, kept in Postgres) still has its points from
+#     before the restart (an agent that kept them in memory would lose them).
 #  b) `kill -STOP 1` inside a sandbox: the next exec is answered within 5 s
 #     (503 sandbox_unresponsive, or its output when the liveness pass's
 #     SIGCONT came first), and after the liveness pass sbx-init answers
@@ -52,6 +54,11 @@ ok $? "the streamed exec printed A and waits"
 json_started() { [ "$(rt_sh "$A" "test -e /tmp/json-$tag && echo y")" = y ]; }
 wait_until 30 json_started
 ok $? "the JSON exec runs"
+stats_rows() { psql_q "SELECT count(*) FROM sandbox_stats WHERE sandbox_id = '$A'"; }
+two_rows() { [ "$(stats_rows)" -ge 2 ]; }
+wait_until 30 two_rows
+ok $? "the sandbox's stats samples are in Postgres ($(stats_rows) rows; stats_sample_interval 3 s here)"
+stats_before=$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)
 node=$(worker_pid node)
 like "$node" '^[0-9]+$' "the node agent's pid ($node)"
 mark=$(log_mark)
@@ -86,6 +93,11 @@ diag "the next exec took $(($(ms) - t1)) ms"
 req nginx GET "/sandboxes/$A/processes/$bgpid"
 is "$STATUS|$(j .data.state)" "200|running" "the background process lives on"
 is "$(rt_sh "$A" "ps -eo args | grep -c '^sleep 1006\$'")" 1 "...and runs inside"
+stats_ok() { req nginx GET "/sandboxes/$A/stats" && [ "$STATUS" = 200 ]; }
+wait_until 30 stats_ok
+is "$STATUS" 200 "stats after the restart: 200"
+n_old=$(j --arg b "$stats_before" '[.data.results[] | select(.date < $b)] | length')
+ok "[ '${n_old:-0}' -ge 1 ]" "the stats series still has its points from before the restart ($n_old of $(j '.data.results | length') before $stats_before)"
 
 # ---- d) an aborted upload leaves nothing behind ----
 T_SECTION="upload"
