@@ -66,10 +66,12 @@ expired "$ID2" max_lifetime "past expires_at"
 # ---- stuck in starting ---------------------------------------------------------
 T_SECTION=stuck
 ID3=$(random_id)
-psql_q "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, idle_timeout_s,
+# (its status read back by the INSERT itself: the reaper, every 2 s on the
+# test stack, may fail it before a second query could look)
+st3=$(psql_q "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, idle_timeout_s,
 	expires_at, created_at, request_id) VALUES ('$ID3', '$ORG', 'it-reap-stuck', 'debian-12', 'local', 1000, 256, 1,
-	1800, now() + interval '1 day', now() - interval '1 hour', 'it-reap-stuck')" > /dev/null
-is "$(sb_db "$ID3" status)" starting "a record inserted as starting, created an hour ago"
+	1800, now() + interval '1 day', now() - interval '1 hour', 'it-reap-stuck') RETURNING status" | head -n1)
+is "$st3" starting "a record inserted as starting, created an hour ago"
 sb_track "$ID3"
 wait_until $LIMIT sb_status_is "$ID3" failed
 is "$(sb_db "$ID3" status)" failed "the reaper marks it failed within $LIMIT s"
@@ -88,11 +90,15 @@ wait_until $LIMIT sb_gone "$ID4"
 is "$(sb_leftovers "$ID4")" "" "the node removes the sandbox no record owns within $LIMIT s ($((SECONDS - t0)) s)"
 
 # ---- orphans: half-made leftovers, no record, no container -------------------------
+# Made beside the sandboxes' directory and moved in whole: the node's orphan
+# pass (every 2 s here) may run while it is being made, and would remove a
+# half-made one before the test looked at it.
 STRAY=$(random_id)
+mk=$SB_STATE/.it-stray-$STRAY
 d=$SB_STATE/sandboxes/$STRAY
-mkdir -p "$d/disk" && truncate -s 64M "$d/disk.img" && mkfs.ext4 -q -F "$d/disk.img" &&
-	mount -o loop,nosuid,nodev "$d/disk.img" "$d/disk"
-ok "[ -n \"\$(sb_loops_of '$d/')\" ] && mountpoint -q '$d/disk'" \
+mkdir -p "$mk/disk" && truncate -s 64M "$mk/disk.img" && mkfs.ext4 -q -F "$mk/disk.img" &&
+	mount -o loop,nosuid,nodev "$mk/disk.img" "$mk/disk"
+ok "[ -n \"\$(sb_loops_of '$mk/')\" ] && mountpoint -q '$mk/disk' && mv '$mk' '$d'" \
 	"a stray directory with a loop-mounted disk image and no record (like a crash between mount and runsc)"
 t0=$SECONDS
 wait_until $LIMIT sb_gone "$STRAY"
