@@ -108,11 +108,13 @@ T_SECTION=""
 
 # --- 64 concurrent streams on 4 sandboxes, one never read
 # The unread one: endless output, its reader stopped after the first bytes.
-# Its reader takes 1 KB/s (curl --limit-rate): it never keeps up, yet it
-# reads now and then, so nginx's send_timeout (30 s without progress) does
-# not drop it while the 63 others run on this 2-CPU machine.
+# Its reader takes 256 KB/s (curl --limit-rate): it never keeps up with
+# `yes`, yet it frees a loopback segment's worth of its socket buffer every
+# quarter second, so nginx's send_timeout (30 s without a write) does not
+# drop it while the 63 others run. (At 1 KB/s a 64 KB segment took a
+# minute to free: nginx dropped the stream after 30 s on a slow machine.)
 rt_stream_start "$T/stuck" "/sandboxes/$S1/exec" "$(rt_json "yes stuck-stream-output | head -c 2000000000; echo stuck-end" 300 true)" \
-	--limit-rate 1k
+	--limit-rate 256k
 stuck=$RT_PID
 wait_until 30 rt_has "$T/stuck" stuck-stream-output
 ok $? "the stream that will not be read has begun"
@@ -122,7 +124,7 @@ pids=()
 for i in $(seq 1 63); do
 	sb=${SBS[$((i % 4))]}
 	rt_stream_start "$T/c$i" "/sandboxes/$sb/exec" \
-		"$(rt_json "echo start-$i; while [ ! -e /tmp/go-$tag ]; do sleep 0.2; done; echo end-$i" 120 true)"
+		"$(rt_json "echo start-$i; while [ ! -e /tmp/go-$tag ]; do sleep 0.2; done; echo end-$i" 300 true)"
 	pids+=("$RT_PID")
 done
 all_started() {
