@@ -709,6 +709,18 @@ snap_cleanup() {
 	done
 }
 
+# vol_cleanup: deletes the volumes whose ids a test put in VOLS, each with
+# VOL_AUTHS[i] when the test keeps a key per volume, else REQ_AUTH.
+VOLS=()
+VOL_AUTHS=()
+vol_cleanup() {
+	local i
+	for i in "${!VOLS[@]}"; do
+		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${VOL_AUTHS[$i]:-$REQ_AUTH}" \
+			"$SBX_URL/volumes/${VOLS[$i]}" 2> /dev/null
+	done
+}
+
 # node_agent_ready_since MARK: a node agent the master started after MARK
 # consumes its queue.
 node_agent_ready_since() {

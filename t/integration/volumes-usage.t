@@ -23,15 +23,6 @@ VMIN=$(conf_get volume_min_gb)
 PRICE=$(conf_get price_volume_gb_hour_millicents)
 : "${PRICE:=14}"
 
-VOLS=()
-VOL_AUTHS=()
-vol_cleanup() {
-	local i
-	for i in "${!VOLS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${VOL_AUTHS[$i]}" \
-			"$SBX_URL/volumes/${VOLS[$i]}" 2> /dev/null
-	done
-}
 t_on_exit rt_kill_bg sb_cleanup vol_cleanup
 # new_vol NAME SIZE: POST /volumes; VID is its id (tracked for the clean-up).
 new_vol() {

@@ -36,14 +36,6 @@ VMIN=$(conf_get volume_min_gb)
 VMAX=$(conf_get volume_max_gb)
 : "${VMAX:=50}"
 
-VOLS=()
-vol_cleanup() {
-	local v
-	for v in "${VOLS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
-			"$SBX_URL/volumes/$v" 2> /dev/null
-	done
-}
 t_on_exit sb_cleanup vol_cleanup
 rm -f "$SB_STATE/faults/start-volume".*
 
