@@ -3,18 +3,18 @@
 # (issue 8, points 4 and 5):
 #  a) the node agent is killed (SIGKILL) under a streamed exec (it printed A
 #     and waits for a file, as DESIGN's causal tests do) and a JSON exec:
-#     both end within 2 s of the kill with an error naming the restart
+#     both end within 5 s of the kill with an error naming the restart
 #     (the stream's last frame is {"type":"error"}; the JSON one is 503
 #     node_restarted), a background process started before lives on, and
 #     the next exec right after works; the sandbox's stats series (GET
 #     /sandboxes/{id}/stats, kept in Postgres) still has its points from
 #     before the restart (an agent that kept them in memory would lose them).
-#  b) `kill -STOP 1` inside a sandbox: the next exec is answered within 5 s
-#     (503 sandbox_unresponsive, or its output when the liveness pass's
+#  b) `kill -STOP 1` inside a sandbox: the next exec is answered within 10 s,
+#     not at its 30 s timeout (sbx-init's answers are due in 4 s; 503 sandbox_unresponsive, or its output when the liveness pass's
 #     SIGCONT came first), and after the liveness pass sbx-init answers
 #     again (SIGCONT through runsc kill).
 #  c) the sentry itself stopped from the host (SIGSTOP): the SIGCONT to PID 1
-#     cannot help. An exec fails within 5 s (503 sandbox_unresponsive) and
+#     cannot help. An exec fails within 10 s (503 sandbox_unresponsive) and
 #     the sandbox ends failed, its reason visible in GET /sandboxes/{id}.
 #  d) an upload aborted mid-body (its client killed while sending) leaves no
 #     .sbx-upload-* file in the target directory.
@@ -71,7 +71,7 @@ while [ $(($(ms) - t0)) -lt 15000 ] && { [ -z "$ts" ] || [ -z "$tj" ]; }; do
 	sleep 0.05
 done
 diag "kill -> stream error: ${ts:-none} ms; kill -> JSON answer: ${tj:-none} ms"
-ok "[ -n '$ts' ] && [ '$ts' -lt 2000 ]" "the stream ends within 2 s of the kill (${ts:-never} ms)" ||
+ok "[ -n '$ts' ] && [ '$ts' -lt 5000 ]" "the stream ends within 5 s of the kill (${ts:-never} ms)" ||
 	diag "stream: $(tail -c 300 "$T/s"); log: $(log_since "$mark" | grep -E 'node|restart' | head -n 20)"
 wait_until 10 gone "$sp"
 rt_frames "$T/s" sse > "$T/s.frames" 2> "$T/s.err"
@@ -80,7 +80,7 @@ rt_frames_ok "$T/s.frames"
 ok $? "exactly one final frame"
 is "$(tail -n1 "$T/s.frames" | jq -r .type)" error "the last frame is an error"
 like "$(tail -n1 "$T/s.frames" | jq -r .message)" "node agent restarted" "...naming the restart"
-ok "[ -n '$tj' ] && [ '$tj' -lt 2000 ]" "the JSON exec is answered within 2 s of the kill (${tj:-never} ms)"
+ok "[ -n '$tj' ] && [ '$tj' -lt 5000 ]" "the JSON exec is answered within 5 s of the kill (${tj:-never} ms)"
 wait "$jp" 2> /dev/null
 is "$(cat "$T/json.status")" 503 "...with 503"
 is "$(jq -r .code "$T/json" 2> /dev/null)" node_restarted "...code node_restarted"
@@ -144,7 +144,7 @@ t0=$(ms)
 req nginx POST "/sandboxes/$B/exec" "$(rt_json "echo after-stop" 30)"
 dt=$(($(ms) - t0))
 diag "exec to a stopped sbx-init: $STATUS $(j .code) in $dt ms"
-ok "[ $dt -lt 5000 ]" "an exec is answered within 5 s ($dt ms)"
+ok "[ $dt -lt 10000 ]" "an exec is answered within 10 s, not at its 30 s timeout ($dt ms)"
 ok "[ '$STATUS|$(j .code)' = '503|sandbox_unresponsive' ] || [ '$STATUS|$(j .data.stdout)' = '200|after-stop' ]" \
 	"...with 503 sandbox_unresponsive or, after the SIGCONT, its output ($STATUS $(j .code))"
 answers() { [ "$(rt_sh "$B" "echo alive" 10)" = alive ]; }
@@ -168,7 +168,7 @@ req nginx POST "/sandboxes/$C/exec" "$(rt_json "echo never" 30)"
 dt=$(($(ms) - t0))
 diag "exec to a stopped sentry: $STATUS $(j .code) in $dt ms"
 is "$STATUS|$(j .code)" "503|sandbox_unresponsive" "an exec fails with 503 sandbox_unresponsive"
-ok "[ $dt -lt 5000 ]" "...within 5 s ($dt ms)"
+ok "[ $dt -lt 10000 ]" "...within 10 s, not at its 30 s timeout ($dt ms)"
 wait_until 30 sb_status_is "$C" failed
 ok $? "the liveness pass marks the sandbox failed"
 req nginx GET "/sandboxes/$C"
