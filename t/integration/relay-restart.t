@@ -9,10 +9,11 @@
 #     the next exec right after works; the sandbox's stats series (GET
 #     /sandboxes/{id}/stats, kept in Postgres) still has its points from
 #     before the restart (an agent that kept them in memory would lose them).
-#  b) `kill -STOP 1` inside a sandbox: the next exec is answered within 10 s,
-#     not at its 30 s timeout (sbx-init's answers are due in 4 s; 503 sandbox_unresponsive, or its output when the liveness pass's
-#     SIGCONT came first), and after the liveness pass sbx-init answers
-#     again (SIGCONT through runsc kill).
+#  b) `kill -STOP 1` inside a sandbox: the next exec is answered within
+#     10 s, not at its 30 s timeout (sbx-init's answers are due in 4 s):
+#     503 sandbox_unresponsive, or its output when the liveness pass's
+#     SIGCONT came first; after the liveness pass sbx-init answers again
+#     (SIGCONT through runsc kill).
 #  c) the sentry itself stopped from the host (SIGSTOP): the SIGCONT to PID 1
 #     cannot help. An exec fails within 10 s (503 sandbox_unresponsive) and
 #     the sandbox ends failed, its reason visible in GET /sandboxes/{id}.
