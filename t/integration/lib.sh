@@ -699,26 +699,26 @@ snap_status() {
 }
 snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 
+# api_delete PATH [AUTH]: a quiet DELETE through nginx, for clean-ups (the
+# key: AUTH, else REQ_AUTH).
+api_delete() {
+	curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${2:-$REQ_AUTH}" "$SBX_URL$1" 2> /dev/null
+}
+
 # snap_cleanup: deletes the snapshots whose ids a test put in SNAPS.
 SNAPS=()
 snap_cleanup() {
 	local s
-	for s in "${SNAPS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
-			"$SBX_URL/sandboxes/snapshots/$s" 2> /dev/null
-	done
+	for s in "${SNAPS[@]}"; do api_delete "/sandboxes/snapshots/$s"; done
 }
 
 # vol_cleanup: deletes the volumes whose ids a test put in VOLS, each with
-# VOL_AUTHS[i] when the test keeps a key per volume, else REQ_AUTH.
+# VOL_AUTHS[i] when the test keeps a key per volume.
 VOLS=()
 VOL_AUTHS=()
 vol_cleanup() {
 	local i
-	for i in "${!VOLS[@]}"; do
-		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${VOL_AUTHS[$i]:-$REQ_AUTH}" \
-			"$SBX_URL/volumes/${VOLS[$i]}" 2> /dev/null
-	done
+	for i in "${!VOLS[@]}"; do api_delete "/volumes/${VOLS[$i]}" "${VOL_AUTHS[$i]:-}"; done
 }
 
 # node_agent_ready_since MARK: a node agent the master started after MARK
