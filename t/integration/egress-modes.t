@@ -31,10 +31,11 @@ eg_org it-egress
 eg_new '{"mode":"deny_all"}'
 D=$SB_ID
 is "$STATUS $(j .data.egress.mode) $(j .data.block_outbound)" "201 deny_all true" "deny_all: 201, shown as deny_all, block_outbound true"
-is "$(tcp "$D" 192.0.2.10 8080)" fail "deny_all: TCP to a public test host fails"
-is "$(udp "$D" 192.0.2.10 5353)" fail "deny_all: UDP to a public test host fails"
-is "$(tcp "$D" 169.254.169.254 80)" fail "deny_all: the metadata address fails"
-is "$(tcp "$D" "$GW" 8080)" fail "deny_all: the node (gateway) fails"
+probes "$D" tcp:192.0.2.10:8080 udp:192.0.2.10:5353 tcp:169.254.169.254:80 "tcp:$GW:8080"
+is "${PROBE[tcp:192.0.2.10:8080]}" fail "deny_all: TCP to a public test host fails"
+is "${PROBE[udp:192.0.2.10:5353]}" fail "deny_all: UDP to a public test host fails"
+is "${PROBE[tcp:169.254.169.254:80]}" fail "deny_all: the metadata address fails"
+is "${PROBE[tcp:$GW:8080]}" fail "deny_all: the node (gateway) fails"
 
 eg_new ''
 is "$STATUS $(j .data.egress.mode) $(j .data.block_outbound)" "201 deny_all true" "no egress: the shipped default deny_all"
@@ -47,14 +48,16 @@ req nginx DELETE "/sandboxes/$SB_ID" > /dev/null
 eg_new '{"mode":"open"}'
 O=$SB_ID
 is "$STATUS $(j .data.egress.mode) $(j .data.block_outbound)" "201 open false" "open: 201, shown as open, block_outbound false"
-is "$(tcp "$O" 192.0.2.10 8080)" web "open: TCP to a public test host answers"
-is "$(tcp "$O" 198.51.100.20 8080)" web "open: another public test host answers"
-is "$(udp "$O" 192.0.2.10 5353)" udp "open: UDP to a public test host answers"
-is "$(tcp "$O" 169.254.169.254 80)" fail "open: the metadata address fails"
-is "$(tcp "$O" 10.99.0.10 8080)" fail "open: an internal range (10.0.0.0/8) fails"
-is "$(tcp "$O" 100.64.0.10 8080)" fail "open: CGNAT (100.64.0.0/10) fails"
-is "$(tcp "$O" "$GW" 8080)" fail "open: the node's gateway address fails"
-is "$(tcp "$O" 192.0.2.1 8080)" fail "open: the node's uplink address fails"
+probes "$O" tcp:192.0.2.10:8080 tcp:198.51.100.20:8080 udp:192.0.2.10:5353 tcp:169.254.169.254:80 \
+	tcp:10.99.0.10:8080 tcp:100.64.0.10:8080 "tcp:$GW:8080" tcp:192.0.2.1:8080
+is "${PROBE[tcp:192.0.2.10:8080]}" web "open: TCP to a public test host answers"
+is "${PROBE[tcp:198.51.100.20:8080]}" web "open: another public test host answers"
+is "${PROBE[udp:192.0.2.10:5353]}" udp "open: UDP to a public test host answers"
+is "${PROBE[tcp:169.254.169.254:80]}" fail "open: the metadata address fails"
+is "${PROBE[tcp:10.99.0.10:8080]}" fail "open: an internal range (10.0.0.0/8) fails"
+is "${PROBE[tcp:100.64.0.10:8080]}" fail "open: CGNAT (100.64.0.0/10) fails"
+is "${PROBE[tcp:$GW:8080]}" fail "open: the node's gateway address fails"
+is "${PROBE[tcp:192.0.2.1:8080]}" fail "open: the node's uplink address fails"
 is "$(reached 169.254.169.254)$(reached 10.99.0.10)$(reached 100.64.0.10)$(reached "$GW")$(reached 192.0.2.1)" 00000 \
 	"open: no test host (nor the node) logged a connection at a blocked address"
 ok '[ "$(reached 192.0.2.10)" -ge 1 ] && [ "$(reached 198.51.100.20)" -ge 1 ]' "open: the public test hosts logged the connections"
@@ -76,14 +79,16 @@ R=$SB_ID
 is "$STATUS $(j .data.egress.mode) $(j -c .data.egress.allow) $(j .data.block_outbound)" \
 	'201 restricted ["192.0.2.10:8080","198.51.100.0/24","10.99.0.10","169.254.169.254"] false' \
 	"restricted: 201, shown with its allow list"
-is "$(tcp "$R" 192.0.2.10 8080)" web "restricted: the allowed address on its allowed port answers"
-is "$(tcp "$R" 192.0.2.10 8081)" fail "restricted: another port of the allowed host fails"
-is "$(tcp "$R" 198.51.100.20 8080)" web "restricted: a host in the allowed CIDR answers"
-is "$(tcp "$R" 203.0.113.30 8080)" fail "restricted: a host outside the list fails"
-is "$(udp "$R" 192.0.2.10 5353)" fail "restricted: UDP to another port of the allowed host fails"
-is "$(tcp "$R" 10.99.0.10 8080)" fail "restricted: an internal range fails even when listed"
-is "$(tcp "$R" 169.254.169.254 80)" fail "restricted: the metadata address fails even when listed"
-is "$(tcp "$R" "$GW" 8080)" fail "restricted: the node fails"
+probes "$R" tcp:192.0.2.10:8080 tcp:192.0.2.10:8081 tcp:198.51.100.20:8080 tcp:203.0.113.30:8080 \
+	udp:192.0.2.10:5353 tcp:10.99.0.10:8080 tcp:169.254.169.254:80 "tcp:$GW:8080"
+is "${PROBE[tcp:192.0.2.10:8080]}" web "restricted: the allowed address on its allowed port answers"
+is "${PROBE[tcp:192.0.2.10:8081]}" fail "restricted: another port of the allowed host fails"
+is "${PROBE[tcp:198.51.100.20:8080]}" web "restricted: a host in the allowed CIDR answers"
+is "${PROBE[tcp:203.0.113.30:8080]}" fail "restricted: a host outside the list fails"
+is "${PROBE[udp:192.0.2.10:5353]}" fail "restricted: UDP to another port of the allowed host fails"
+is "${PROBE[tcp:10.99.0.10:8080]}" fail "restricted: an internal range fails even when listed"
+is "${PROBE[tcp:169.254.169.254:80]}" fail "restricted: the metadata address fails even when listed"
+is "${PROBE[tcp:$GW:8080]}" fail "restricted: the node fails"
 is "$(grep -c '^other-port ' "$EG_LOG")$(reached 203.0.113.30)$(reached 10.99.0.10)$(reached 169.254.169.254)" 0000 \
 	"restricted: the test hosts logged nothing at a denied port or address"
 

@@ -145,6 +145,48 @@ udp() {
 	echo "${out:-fail}"
 }
 
+# probes ID SPEC...: each SPEC (tcp:IP:PORT or udp:IP:PORT) tried the way
+# tcp and udp do, all side by side in one process inside the sandbox (a
+# probe that must fail waits out its 1.5 s, and one by one a file spent
+# most of its time waiting); PROBE[SPEC] is what tcp or udp would print,
+# or no-probe when the probe did not run at all (so a check for "fail"
+# cannot pass on a probe that never ran).
+declare -A PROBE
+PROBE_PY='
+import socket, sys, threading
+res = {}
+def one(spec):
+    kind, ip, port = spec.split(":")
+    try:
+        if kind == "tcp":
+            s = socket.create_connection((ip, int(port)), timeout=1.5)
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.settimeout(1.5)
+            s.sendto(b"x", (ip, int(port)))
+        res[spec] = s.recv(100).decode().strip() or "fail"
+    except Exception:
+        res[spec] = "fail"
+ts = [threading.Thread(target=one, args=(a,)) for a in sys.argv[1:]]
+for t in ts: t.start()
+for t in ts: t.join()
+for a in sys.argv[1:]: print(a, res.get(a, "fail"))
+'
+probes() {
+	local id=$1 spec got line
+	shift
+	PROBE=()
+	for spec in "$@"; do
+		[[ $spec =~ ^(tcp|udp):[0-9.]+:[0-9]+$ ]] || { echo "probes: bad spec $spec" >&2; return 2; }
+		PROBE[$spec]=no-probe
+	done
+	got=$(sb_exec "$id" "python3 -c '$PROBE_PY' $*" 2> /dev/null)
+	while read -r spec line; do
+		[ -n "${PROBE[$spec]+x}" ] && [ -n "$line" ] && PROBE[$spec]=$line
+	done <<< "$got"
+	return 0
+}
+
 # sb_ip ID: the sandbox's address (no packet is sent to learn it).
 sb_ip() {
 	sb_exec "$1" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('$GW', 9)); print(s.getsockname()[0])\""
