@@ -44,9 +44,14 @@ static void note_path(const struct sandbox_node_cfg *c, const char *id, char *ou
 	snprintf(out, sz, "%.300s/nomad-net/%.24s", c->state_dir, id);
 }
 
-static int note_read(const struct sandbox_node_cfg *c, const char *id, char *alloc, size_t sz)
+/* The note: the allocation id, and on a second line "uplink NAME", the
+ * uplink namespace the network was made in (NAME empty: the host's).
+ * -1: no note; 1: it names the uplink; 0: it does not (an older agent's:
+ * the node's current uplink, then). */
+static int note_read2(const struct sandbox_node_cfg *c, const char *id, char *alloc, size_t sz, char *up,
+		      size_t upsz)
 {
-	char p[400];
+	char p[400], buf[512], *nl;
 	cleanup_close int fd = -1;
 	ssize_t n;
 
@@ -54,12 +59,26 @@ static int note_read(const struct sandbox_node_cfg *c, const char *id, char *all
 	fd = open(p, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
-	n = read(fd, alloc, sz - 1);
+	n = read(fd, buf, sizeof(buf) - 1);
 	if (n < 0)
 		return -1;
-	alloc[n] = 0;
-	alloc[strcspn(alloc, "\n")] = 0;
-	return 0;
+	buf[n] = 0;
+	nl = strchr(buf, '\n');
+	if (nl)
+		*nl++ = 0;
+	snprintf(alloc, sz, "%s", buf);
+	if (!nl || strncmp(nl, "uplink ", 7) != 0)
+		return 0;
+	nl += 7;
+	nl[strcspn(nl, "\n")] = 0;
+	if (up)
+		snprintf(up, upsz, "%s", nl);
+	return 1;
+}
+
+static int note_read(const struct sandbox_node_cfg *c, const char *id, char *alloc, size_t sz)
+{
+	return note_read2(c, id, alloc, sz, NULL, 0) < 0 ? -1 : 0;
 }
 
 bool nomad_net_wired(const struct sandbox_node_cfg *c, const char *id)
@@ -89,12 +108,21 @@ bool nomad_net_pending(const struct sandbox_node_cfg *c, const char *id, long lo
 
 int nomad_net_unwire(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
-	char p[400];
+	char p[400], alloc[80], up[200] = "";
+	struct net_config nc = *c->net;
 
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
+	/* in the uplink it was made in, as a local sandbox's (sandbox.c): an
+	 * operator may have moved the node's network since */
+	if (note_read2(c, id, alloc, sizeof(alloc), up, sizeof(up)) == 1 &&
+	    strcmp(up, nc.uplink_netns ? nc.uplink_netns : "")) {
+		log_info("sandbox %s: its network was made in uplink '%s' (the node's is '%s' now)", id, up,
+			 nc.uplink_netns ? nc.uplink_netns : "");
+		nc.uplink_netns = up;
+	}
 	/* the network first: the note is what finds it again after a failure */
-	if (net_sandbox_destroy(c->net, id, err) < 0)
+	if (net_sandbox_destroy(&nc, id, err) < 0)
 		return -1;
 	note_path(c, id, p, sizeof(p));
 	if (unlink(p) < 0 && errno != ENOENT)
@@ -142,11 +170,11 @@ static char *wired(const struct sandbox_node_cfg *c, const struct net_sandbox *n
 static char *do_add(const struct sandbox_node_cfg *c, const char *id, const char *alloc, const char *netns,
 		    const char *ifname)
 {
-	char p[400], d[400], have[80];
+	char p[400], d[400], have[80], line[400];
 	struct net_sandbox ns;
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_close int fd = -1;
-	size_t n = strlen(alloc);
+	int n;
 
 	/* gVisor takes eth0 (and the default route through it) */
 	if (strcmp(ifname, "eth0") != 0)
@@ -166,7 +194,9 @@ static char *do_add(const struct sandbox_node_cfg *c, const char *id, const char
 			return fail(CNI_E_TRY_LATER, "sbx: sandbox %s is wired for allocation %s", id, have);
 		return fail(CNI_E_TRY_LATER, "sbx: sandbox %s is already wired (DEL it first)", id);
 	}
-	if (fd < 0 || write(fd, alloc, n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
+	/* and the uplink it is made in: its unwiring goes there (nomad_net_unwire) */
+	n = snprintf(line, sizeof(line), "%s\nuplink %s\n", alloc, c->net->uplink_netns ? c->net->uplink_netns : "");
+	if (fd < 0 || n < 0 || (size_t)n >= sizeof(line) || write(fd, line, (size_t)n) != n) {
 		int e = errno;
 		if (fd >= 0)
 			unlink(p);

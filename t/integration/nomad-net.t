@@ -24,6 +24,9 @@
 #  - a create whose rules cannot be put in force (the uplink's NAT set is
 #    gone: the open policy's nft transaction really fails) is a 503, its
 #    record failed, its network and containers gone.
+#  - the node's network moved back to the host (net_uplink_netns) while a
+#    Nomad sandbox runs: its destroy takes its network down in the test
+#    uplink it was made in (the agent's CNI note records it).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/egresslib.sh"
 . "$(dirname "$0")/nomadlib.sh"
@@ -31,7 +34,7 @@
 t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl runsc
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 
-plan 38
+plan 43
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -118,8 +121,9 @@ like "$DIP" '^10\.213\.0\.[0-9]+$' "inside, eth0 has an address of the node's po
 like "$(ip -n "$EUP" -o link show master sbx0 2> /dev/null)" "sbxh${D:0:9}" "its veth is on the node's bridge (in the uplink)"
 ok "$(in_eup nft list chain inet sbx "allow_$D" > /dev/null 2>&1 && in_eup nft list chain inet sbx "in_$D" > /dev/null 2>&1; echo $?)" \
 	"its nft chains are in the node's table"
-ok "$([ -e "/run/netns/sbx-$D" ] && [ "$(cat "$STATE/nomad-net/$D" 2> /dev/null)" = "$DA" ]; echo $?)" \
+ok "$([ -e "/run/netns/sbx-$D" ] && [ "$(head -n1 "$STATE/nomad-net/$D" 2> /dev/null)" = "$DA" ]; echo $?)" \
 	"its namespace is named sbx-ID; the agent noted the allocation it wired"
+is "$(sed -n 2p "$STATE/nomad-net/$D" 2> /dev/null)" "uplink $EUP" "...and the uplink it wired it in"
 like "$(rt_sh "$D" 'cat /etc/resolv.conf')" "^nameserver $GW" \
 	"its resolver is the node's forwarder on the gateway (the DNS of sbx-cni's result)"
 is "$(ntcp "$D" 192.0.2.10 8080)" fail "deny_all: a public test host is not reached"
@@ -182,5 +186,22 @@ FA=$(sb_db "$F" nomad_alloc_id)
 f_gone() { [ -z "$(nleft "$F" "$FA")" ]; }
 wait_until 40 f_gone
 is "$(nleft "$F" "$FA")" "" "...nothing of its network or containers is left"
+
+# ---- the node's network moved before the destroy -----------------------------------------
+# An operator moves the node agent's network (net_uplink_netns) while a Nomad
+# sandbox runs: its network is taken down where it was made, as a local
+# sandbox's is (egress-uplink-change.t), not in the node's new uplink.
+T_SECTION=uplink
+nnew '{"mode":"deny_all"}'
+U=$SB_ID
+UA=$(sb_db "$U" nomad_alloc_id)
+is "$STATUS" 201 "a Nomad sandbox wired in the test uplink"
+UIP=$(rt_sh "$U" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.connect(('$GW', 9)); print(s.getsockname()[0])\"")
+like "$(eg_nft_of "$U" "$UIP")" "chain-or-element" "...its rules are in the test uplink's table ($UIP)"
+eg_leave_world; r=$?; ok $r "the node agent is back on the host"
+req nginx DELETE "/sandboxes/$U" > /dev/null
+u_gone() { [ -z "$(nleft "$U" "$UA" "$UIP")" ]; }
+wait_until 40 u_gone
+is "$(nleft "$U" "$UA" "$UIP")" "" "destroyed from the host: nothing of it is left in the test uplink (table, links, netns, note, containers)"
 
 finish
