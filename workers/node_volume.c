@@ -3,7 +3,8 @@
  * finished here when the request did not get through; an image with no
  * record at all is a create whose record never came (the API died between
  * the node's answer and its insert) and goes once it is old enough that no
- * insert can still be on its way; a .tmp image is an interrupted create. */
+ * insert can still be on its way; a .tmp image is an interrupted create once
+ * it is older than a start may take. */
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,9 @@
 /* an image with no record is kept this long (seconds): a create's insert
  * follows the node's answer within an RPC deadline */
 #define UNRECORDED_GRACE_S 600
+/* a .tmp image younger than this may still be being made (a start's volume
+ * step is bounded by start_timeout) */
+#define TMP_GRACE_S(n) (sbx_cfg_int((n)->cfg, "start_timeout") + 30)
 
 static void remove_image(struct node *n, const char *vid, bool drop_row)
 {
@@ -55,6 +59,11 @@ void reap_volumes(struct node *n)
 		volume_image_path(&n->sc, ids[i], img, sizeof(img));
 		snprintf(path, sizeof(path), "%s%s", img, tmp[i] ? ".tmp" : "");
 		if (tmp[i]) {
+			/* a persistent sandbox's start makes its volume's image in its
+			 * own process (no op of the volume's id): a young .tmp may be
+			 * one being made; an interrupted one is old */
+			if (stat(path, &st) == 0 && time(NULL) - st.st_mtime < TMP_GRACE_S(n))
+				continue;
 			if (volume_remove_tmp(&n->sc, ids[i], &err) < 0)
 				log_warnx("volume %s: %s", ids[i], err.msg);
 			else

@@ -18,7 +18,11 @@
 #    start process is stopped at the armed fault point start-volume): the
 #    create fails, the record is failed, the volume is detached, nothing of
 #    the sandbox is left on the node (independent listing) and no loop device
-#    holds the image; the volume attaches again with its data.
+#    holds the image; the volume attaches again with its data;
+#  - a young .img.tmp (an image a persistent sandbox's start is making in
+#    its own process: a CI run's create failed when the node's volume pass
+#    removed it mid-make) is left alone by the node's volume passes; an old
+#    one (an interrupted create) is removed.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "mount, losetup, runsc" runsc jq losetup mkfs.ext4
@@ -280,5 +284,17 @@ req nginx DELETE "/volumes/$V1"
 is "$STATUS" 404 "DELETE again: 404"
 sb_create nginx "{\"name\":\"it-vol-gone\",\"volumeId\":\"$V1\",\"specs\":{\"memory\":256,\"disk\":1}}"
 is "$STATUS" 404 "a create with the deleted volume: 404"
+
+# ---- images being made -------------------------------------------------------------
+T_SECTION=tmp
+TV=$(random_id)
+truncate -s 1M "$VOLDIR/$TV.img.tmp"
+sleep $((2 * REAPER_INTERVAL + 1)) # two of the node's volume passes
+ok "[ -e '$VOLDIR/$TV.img.tmp' ]" "a young .img.tmp (an image being made) outlives two volume passes"
+touch -d '-10 minutes' "$VOLDIR/$TV.img.tmp"
+tmp_gone() { [ ! -e "$VOLDIR/$TV.img.tmp" ]; }
+wait_until $((2 * REAPER_INTERVAL + 20)) tmp_gone
+ok $? "an old one (an interrupted create) is removed"
+rm -f "$VOLDIR/$TV.img.tmp"
 
 finish
