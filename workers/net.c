@@ -811,6 +811,19 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 	return 0;
 }
 
+int net_sandbox_destroy_made_in(const struct net_config *c, const char *sandbox_id, const char *made_in,
+				sbx_err *err)
+{
+	struct net_config nc = *c;
+
+	if (made_in && strcmp(made_in, nc.uplink_netns ? nc.uplink_netns : "")) {
+		log_info("sandbox %s: its network was made in uplink '%s' (the node's is '%s' now)", sandbox_id,
+			 made_in, nc.uplink_netns ? nc.uplink_netns : "");
+		nc.uplink_netns = made_in;
+	}
+	return net_sandbox_destroy(&nc, sandbox_id, err);
+}
+
 struct find_ip {
 	char target[64];
 	char *out;

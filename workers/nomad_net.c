@@ -108,21 +108,15 @@ bool nomad_net_pending(const struct sandbox_node_cfg *c, const char *id, long lo
 
 int nomad_net_unwire(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
-	char p[400], alloc[80], up[200] = "";
-	struct net_config nc = *c->net;
+	char p[400], alloc[80], up[200];
+	bool recorded;
 
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
-	/* in the uplink it was made in, as a local sandbox's (sandbox.c): an
-	 * operator may have moved the node's network since */
-	if (note_read2(c, id, alloc, sizeof(alloc), up, sizeof(up)) == 1 &&
-	    strcmp(up, nc.uplink_netns ? nc.uplink_netns : "")) {
-		log_info("sandbox %s: its network was made in uplink '%s' (the node's is '%s' now)", id, up,
-			 nc.uplink_netns ? nc.uplink_netns : "");
-		nc.uplink_netns = up;
-	}
-	/* the network first: the note is what finds it again after a failure */
-	if (net_sandbox_destroy(&nc, id, err) < 0)
+	/* in the uplink it was made in, as a local sandbox's (sandbox.c); the
+	 * network first: the note is what finds it again after a failure */
+	recorded = note_read2(c, id, alloc, sizeof(alloc), up, sizeof(up)) == 1;
+	if (net_sandbox_destroy_made_in(c->net, id, recorded ? up : NULL, err) < 0)
 		return -1;
 	note_path(c, id, p, sizeof(p));
 	if (unlink(p) < 0 && errno != ENOENT)

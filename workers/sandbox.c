@@ -309,28 +309,18 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 
 /* ---- teardown ------------------------------------------------------------------ */
 
-/* The network goes from the uplink it was made in (sandbox.json), which is
- * not the node's now when an operator changed net_uplink_netns since (the
- * agent restarted with the new one; the tests' egress world does this):
- * the rules of a sandbox made before live in the old uplink's table. */
+/* The network goes from the uplink it was made in (sandbox.json records
+ * it): net_sandbox_destroy_made_in. */
 static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
 				  sbx_err *err)
 {
-	struct net_config nc = *c->net;
 	char path[600];
 	json_t *j;
-	const char *was;
 	int rc;
 
 	sub_path(p, "sandbox.json", path, sizeof(path));
 	j = json_load_file(path, 0, NULL);
-	was = json_string_value(json_object_get(j, "uplink_netns"));
-	if (was && strcmp(was, nc.uplink_netns ? nc.uplink_netns : "")) {
-		log_info("sandbox %s: its network was made in uplink '%s' (the node's is '%s' now)", id, was,
-			 nc.uplink_netns ? nc.uplink_netns : "");
-		nc.uplink_netns = was;
-	}
-	rc = net_sandbox_destroy(&nc, id, err);
+	rc = net_sandbox_destroy_made_in(c->net, id, json_string_value(json_object_get(j, "uplink_netns")), err);
 	json_decref(j);
 	return rc;
 }
