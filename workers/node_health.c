@@ -110,29 +110,26 @@ static void check_init(struct node *n, struct sb *s)
 		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT (placement %s)",
 			  s->sandbox_id, LIVENESS_MS, s->id);
 		s->missed_at_ms = now;
-		s->missed_cpu_usec = cpu;
-		if (!s->cont_pid)
-			s->cont_pid = init_cont(n, s->id);
+	} else if (cpu < 0 || s->missed_cpu_usec < 0 || cpu - s->missed_cpu_usec < BUSY_MIN_USEC ||
+		   now - s->missed_at_ms >= BUSY_GRACE_MS) {
+		log_warnx("sandbox %s: %s (placement %s)", s->sandbox_id, why, s->id);
+		if (s->cont_pid > 0)
+			kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
+		relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
+		mark_failed(n, s->sandbox_id, why);
+		destroy_local(n, s->id, NULL, why);
 		return;
+	} else if (s->init_missed == 2) {
+		log_warnx("sandbox %s: sbx-init has not answered for %lld ms, but the sandbox runs (%lld ms of CPU "
+			  "since); waiting up to %d s (placement %s)",
+			  s->sandbox_id, now - s->missed_at_ms + LIVENESS_MS, (cpu - s->missed_cpu_usec) / 1000,
+			  BUSY_GRACE_MS / 1000, s->id);
 	}
-	if (cpu >= 0 && s->missed_cpu_usec >= 0 && cpu - s->missed_cpu_usec >= BUSY_MIN_USEC &&
-	    now - s->missed_at_ms < BUSY_GRACE_MS) {
-		if (s->init_missed == 2)
-			log_warnx("sandbox %s: sbx-init has not answered for %lld ms, but the sandbox runs (%lld ms of CPU "
-				  "since); waiting up to %d s (placement %s)",
-				  s->sandbox_id, now - s->missed_at_ms + LIVENESS_MS, (cpu - s->missed_cpu_usec) / 1000,
-				  BUSY_GRACE_MS / 1000, s->id);
-		s->missed_cpu_usec = cpu;
-		if (!s->cont_pid)
-			s->cont_pid = init_cont(n, s->id);
-		return;
-	}
-	log_warnx("sandbox %s: %s (placement %s)", s->sandbox_id, why, s->id);
-	if (s->cont_pid > 0)
-		kill(s->cont_pid, SIGKILL); /* reaped by reap_children */
-	relay_sandbox_gone(n->relay, s->id, "sandbox_unresponsive", why); /* relay */
-	mark_failed(n, s->sandbox_id, why);
-	destroy_local(n, s->id, NULL, why);
+	/* a miss that does not fail it: SIGCONT (again), and the CPU time the
+	 * next miss compares with */
+	s->missed_cpu_usec = cpu;
+	if (!s->cont_pid)
+		s->cont_pid = init_cont(n, s->id);
 }
 
 /* A frozen sandbox is looked at every FROZEN_PASSES passes only: nothing
