@@ -80,13 +80,24 @@ static long long born(const char *ctrl, const char *id)
 	return (long long)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
 }
 
-long long sandbox_cpu_usec(const char *id)
+/* CPU time in µs: v1's cpuacct counts ns, v2's cpu.stat µs. */
+static long long cpu_v1(const char *id)
 {
 	long long v = read_num("cpuacct", id, "cpuacct.usage");
 
-	if (v >= 0)
-		return v / 1000; /* v1: ns */
+	return v >= 0 ? v / 1000 : -1;
+}
+
+static long long cpu_v2(const char *id)
+{
 	return read_key("", id, "cpu.stat", "usage_usec");
+}
+
+long long sandbox_cpu_usec(const char *id)
+{
+	long long v = cpu_v1(id);
+
+	return v >= 0 ? v : cpu_v2(id);
 }
 
 static void read_cgroups(const char *id, struct sandbox_usage *u)
@@ -100,7 +111,7 @@ static void read_cgroups(const char *id, struct sandbox_usage *u)
 		u->born_ms = born("memory", id);
 		inactive = read_key("memory", id, "memory.stat", "total_inactive_file");
 		u->mem_limit = v1_limit(read_num("memory", id, "memory.limit_in_bytes"));
-		u->cpu_usec = sandbox_cpu_usec(id);
+		u->cpu_usec = cpu_v1(id);
 		u->cpu_quota_usec = read_num("cpu", id, "cpu.cfs_quota_us");
 		u->cpu_period_usec = read_num("cpu", id, "cpu.cfs_period_us");
 		u->pids = read_num("pids", id, "pids.current");
@@ -112,7 +123,7 @@ static void read_cgroups(const char *id, struct sandbox_usage *u)
 		u->born_ms = born("", id);
 		inactive = read_key("", id, "memory.stat", "inactive_file");
 		u->mem_limit = read_num("", id, "memory.max");
-		u->cpu_usec = sandbox_cpu_usec(id);
+		u->cpu_usec = cpu_v2(id);
 		cg_file(path, sizeof(path), "", id, "cpu.max");
 		if (read_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%lld %lld", &u->cpu_quota_usec,
 								     &u->cpu_period_usec) != 2) {
