@@ -316,12 +316,13 @@ req() {
 			if [[ $body == @* ]]; then args+=(--data-binary "$body"); else args+=(--data-binary "@-"); fi
 		fi
 		# --path-as-is: `..` and `//` reach nginx raw, as an attacker sends them.
+		local -a cmd=(curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60
+			-X "$method" -D "$hfile" -o "$out" "${args[@]}" "$SBX_URL$path")
+		# the body on stdin only when it is inline (no pipe to start otherwise)
 		if [ $has_body = 1 ] && [[ $body != @* ]]; then
-			printf '%s' "$body" | curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 \
-				-X "$method" -D "$hfile" -o "$out" "${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err"
+			printf '%s' "$body" | "${cmd[@]}" 2> "$T_TMP/err"
 		else
-			curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 \
-				-X "$method" -D "$hfile" -o "$out" "${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err" < /dev/null
+			"${cmd[@]}" 2> "$T_TMP/err" < /dev/null
 		fi
 		rc=$?
 		[ -s "$hfile" ] && req_head "$hfile"
