@@ -131,26 +131,18 @@ eg_new() {
 
 # tcp ID IP PORT: from inside the sandbox, connects (1.5 s at most: a host of
 # the test answers within milliseconds; a dropped SYN waits it out) and prints
-# what the server answered, or "fail".
-tcp() {
-	local out
-	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=1.5); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
-	echo "${out:-fail}"
-}
+# what the server answered, or "fail" (no-probe when the probe never ran).
+# udp ID IP PORT: one datagram and its answer (1.5 s), the same way.
+# Both are one probe of probes (below); they reset PROBE.
+tcp() { probes "$1" "tcp:$2:$3" && echo "${PROBE[tcp:$2:$3]}"; }
+udp() { probes "$1" "udp:$2:$3" && echo "${PROBE[udp:$2:$3]}"; }
 
-# udp ID IP PORT: one datagram and its answer (1.5 s), or "fail".
-udp() {
-	local out
-	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(1.5); s.sendto(b'x', ('$2', $3)); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
-	echo "${out:-fail}"
-}
-
-# probes ID SPEC...: each SPEC (tcp:IP:PORT or udp:IP:PORT) tried the way
-# tcp and udp do, all side by side in one process inside the sandbox (a
-# probe that must fail waits out its 1.5 s, and one by one a file spent
-# most of its time waiting); PROBE[SPEC] is what tcp or udp would print,
-# or no-probe when the probe did not run at all (so a check for "fail"
-# cannot pass on a probe that never ran).
+# probes ID SPEC...: each SPEC (tcp:IP:PORT or udp:IP:PORT) tried side by
+# side in one process inside the sandbox (a probe that must fail waits out
+# its 1.5 s, and one by one a file spent most of its time waiting);
+# PROBE[SPEC] is the first line the server answered, "fail", or no-probe
+# when the probe did not run at all (so a check for "fail" cannot pass on
+# a probe that never ran).
 declare -A PROBE
 PROBE_PY='
 import socket, sys, threading
