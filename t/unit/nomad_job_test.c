@@ -99,7 +99,6 @@ static void job_shape(void)
 	ok(path(j, "Job.Namespace") == NULL, "no Namespace when none is set");
 	is_str(s_at(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_SANDBOX_ID"), SID, "env without the sandbox's own");
 	ok(path(j, "Job.TaskGroups.0.Tasks.0.Env.SBX_CHANNEL_KEY") == NULL, "no channel key when none is given");
-	json_decref(j);
 	ok(path(j, "Job.TaskGroups.0.Tasks.0.Templates") == NULL, "no template when there is no key");
 	json_decref(j);
 	/* the channel key reaches sbx-init through a template reading the
