@@ -524,9 +524,9 @@ SB_IDS_FILE=$T_TMP/sb-ids
 # named is thawed first (the node freezes it again once it is idle), and no
 # call waits forever.
 sb_runsc() {
-	local a
-	for a in "$@"; do [[ $a =~ ^[0-9a-f]{24}$ ]] && sb_thaw "$a"; done
-	timeout -k 5 60 runsc --root "$SB_RUNSC_ROOT" "$@"
+	local a p=()
+	for a in "$@"; do [[ $a =~ ^[0-9a-f]{24}$ ]] && p+=("$(sb_place "$a")"); done
+	sb_thawing "${p[*]}" timeout -k 5 60 runsc --root "$SB_RUNSC_ROOT" "$@"
 }
 
 # sb_place ID: what names sandbox ID on the node (runsc, state dir, netns, veth,
@@ -563,24 +563,36 @@ sb_thaw_place() {
 	return 0
 }
 
-# sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded);
-# prints its output (through a pipe: runsc exec overwrites a file stdout).
-# runsc exec goes around the node agent, which may freeze the sandbox while
-# the command runs (sbx-init had just told it nothing ran: egress-dns.t's
-# getent hung, frozen, until its 90 s bound); a watcher thaws it again
-# every half second while the command runs, and the node agent, seeing it
-# thawed behind its back, asks again and finds the command.
-sb_exec() {
-	local p w rc
-	p=$(sb_place "$1")
-	sb_thaw_place "$p"
-	(while sleep 0.5; do sb_thaw_place "$p"; done) > /dev/null 2>&1 &
+# sb_thawing "PLACE..." CMD...: runs CMD while a watcher thaws those
+# sandboxes every half second. runsc goes around the node agent, which may
+# freeze an idle sandbox at any moment (sbx-init had just told it nothing
+# ran), and a frozen sentry never answers runsc's RPCs: `runsc state` of a
+# frozen sandbox hangs to its bound (measured: 10 s of 10; sandbox-api.t's
+# "the sandbox still runs" failed so once), and so did egress-dns.t's
+# getent under runsc exec (90 s). A thaw just before is not enough: the
+# agent can freeze again in between. Seeing it thawed behind its back, the
+# agent asks sbx-init again and finds the command.
+sb_thawing() {
+	local places=$1 p w rc
+	shift
+	for p in $places; do sb_thaw_place "$p"; done
+	(while sleep 0.5; do for p in $places; do sb_thaw_place "$p"; done; done) > /dev/null 2>&1 &
 	w=$!
-	timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$p" sh -c "$2" 2>&1 | cat
-	rc=${PIPESTATUS[0]}
+	"$@"
+	rc=$?
 	kill "$w" 2> /dev/null
 	wait "$w" 2> /dev/null
 	return "$rc"
+}
+
+# sb_exec ID SCRIPT: runs `sh -c SCRIPT` inside with runsc exec (bounded),
+# thawing it while it runs (sb_thawing); prints its output (through a pipe:
+# runsc exec overwrites a file stdout).
+sb_exec() {
+	local p
+	p=$(sb_place "$1")
+	sb_thawing "$p" timeout -k 5 "${SB_EXEC_TIMEOUT:-90}" runsc --root "$SB_RUNSC_ROOT" exec "$p" sh -c "$2" 2>&1 | cat
+	return "${PIPESTATUS[0]}"
 }
 
 # sb_loops_of PATH: loop devices whose backing file is under PATH.
