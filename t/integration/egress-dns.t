@@ -36,7 +36,7 @@ resolve() {
 # byname ID NAME PORT: connects by name; the server's answer or "fail".
 byname() {
 	local out
-	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=1.5); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
+	out=$(sb_exec "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=3); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail")
 	echo "${out:-fail}"
 }
 resolved_of() { req nginx GET "/sandboxes/$1" > /dev/null; j -c '.data.egress.resolved'; }

@@ -70,7 +70,7 @@ like "$DIP" '^10\.213\.' "the deny_all sandbox's address ($DIP)"
 self_http() { [ "$(SB_EXEC_TIMEOUT=10 sb_exec "$D" "python3 -c \"import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/', timeout=2).status)\" 2>/dev/null")" = 200 ]; }
 wait_until 15 self_http
 ok $? "...which answers inside its own sandbox"
-is "$(sb_exec "$O" "python3 -c \"import socket; socket.create_connection(('$DIP', 8080), timeout=1.5); print('connected')\" 2>/dev/null || echo fail")" fail \
+is "$(sb_exec "$O" "python3 -c \"import socket; socket.create_connection(('$DIP', 8080), timeout=3); print('connected')\" 2>/dev/null || echo fail")" fail \
 	"open: another sandbox ($DIP) cannot be reached"
 
 # ---- restricted --------------------------------------------------------------

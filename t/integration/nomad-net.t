@@ -69,7 +69,7 @@ t_on_exit nm_restore eg_restore
 # connects (1.5 s at most) and prints what the server answered, or "fail".
 ntcp() {
 	local out
-	out=$(rt_sh "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=1.5); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail" 20)
+	out=$(rt_sh "$1" "python3 -c \"import socket; s=socket.create_connection(('$2', $3), timeout=3); print(s.recv(100).decode().strip())\" 2>/dev/null || echo fail" 20)
 	echo "${out:-fail}"
 }
 # nput ID POLICY_JSON: PUT the sandbox's egress; STATUS/BODY.
