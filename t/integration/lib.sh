@@ -521,8 +521,8 @@ SB_RUNSC_ROOT=$SB_STATE/runsc
 SB_IDS_FILE=$T_TMP/sb-ids
 
 # A frozen sandbox (idle.c) answers no `runsc state` or `kill`: every id
-# named is thawed first (the node freezes it again once it is idle), and no
-# call waits forever.
+# named is kept thawed while runsc runs (sb_thawing), and no call waits
+# forever.
 sb_runsc() {
 	local a p=()
 	for a in "$@"; do [[ $a =~ ^[0-9a-f]{24}$ ]] && p+=("$(sb_place "$a")"); done
@@ -552,9 +552,8 @@ sb_freezer() {
 	elif grep -q '^frozen 1' "/sys/fs/cgroup/sbx/$p/cgroup.events"; then echo FROZEN
 	else echo FREEZING; fi
 }
-# sb_thaw ID: thaws it from the host, for runsc commands that talk to its
-# sentry (a frozen one would never answer); the node agent notices.
-sb_thaw() { sb_thaw_place "$(sb_place "$1")"; }
+# sb_thaw_place PLACE: thaws it from the host, for runsc commands that talk
+# to its sentry (a frozen one would never answer); the node agent notices.
 sb_thaw_place() {
 	local f=/sys/fs/cgroup/freezer/sbx/$1/freezer.state
 	[ -w "$f" ] && echo THAWED > "$f"
