@@ -57,9 +57,12 @@ ok "awk -v k='sbx_node_heartbeat_age_seconds{node=\"$node\"}' '\$1 == k && \$2 <
 	"...and a recent heartbeat"
 ok '[ "$(metric "sbx_queue_consumers{queue=\"sbx.provision\"}")" -ge 1 ]' "the provisioners' queue has a consumer"
 
+# The node records an exec off its loop (workers/execlog.c), after the
+# answer: the counter grows soon, not necessarily by the next scrape.
 e0=$(metric sbx_execs_total)
 rt_sh "$A" true > /dev/null
-mget
+counted() { mget && [ "$(metric sbx_execs_total)" -gt "$e0" ]; }
+wait_until 15 counted
 ok '[ "$(metric sbx_execs_total)" -gt "$e0" ]' "an exec is counted in sbx_execs_total"
 
 # Seen as not local (a proxy's X-Forwarded-For): an organisation's key is

@@ -269,6 +269,8 @@ wait_until 20 sb_status_is "$B" failed
 is "$(sb_db "$B" status)" failed "...and the record is failed"
 rx exec "$B" -- true 2> "$T/e"
 like "$? $(cat "$T/e")" "^250 .*error (not_ready|sandbox_dead)" "a new exec on it is refused"
+dead_recorded() { [ "$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$B' AND error = 'sandbox_dead'")" -ge 1 ]; }
+wait_until 15 dead_recorded # recorded off the node's loop, after the answer
 n=$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$B' AND error = 'sandbox_dead'")
 is "$n" 1 "the interrupted exec is recorded with its error"
 
