@@ -190,6 +190,10 @@ build_tree() {
 	   { [ "$want" = asan ] && [[ $have != *--enable-asan* ]]; } ||
 	   { [ "$want" = plain ] && [[ $have == *--enable-asan* ]]; }; then
 		echo "configure $flags"
+		# objects made with the other flags are not out of date to make:
+		# ASan objects linked without -fsanitize fail, and the reverse hides
+		# code from the sanitizers
+		[ -f "$SBX_BUILD/Makefile" ] && make -C "$SBX_BUILD" clean > /dev/null
 		(cd "$SBX_BUILD" && "$SBX_REPO/configure" $flags) || { echo "configure failed" >&2; return 1; }
 	fi
 	make -C "$SBX_BUILD" -j"$(nproc)"
