@@ -89,8 +89,8 @@ static pid_t init_cont(struct node *n, const char *id)
  * BUSY_GRACE_MS from the first miss; a sentry stopped from the host, or
  * hung, uses no CPU and fails at the second miss as before. Only
  * sandboxes with a channel are asked. */
-#define BUSY_GRACE_MS 60000
-#define BUSY_MIN_USEC 1000
+#define BUSY_GRACE_MS SANDBOX_BUSY_GRACE_MS
+#define BUSY_MIN_USEC SANDBOX_BUSY_MIN_USEC
 
 static void check_init(struct node *n, struct sb *s)
 {

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "relay_int.h"
 #include "sandbox_state.h"
+#include "stats.h"
 
 
 /* ---- publishing (hop 1, node -> API) ---- */
@@ -308,6 +309,43 @@ void relay_set_answer_ms(struct relay *r, int ms)
 	r->answer_ms = ms > 0 ? ms : 4000;
 }
 
+/* An op past its answer_ms: a sandbox at its CPU limit (16 shell loops in
+ * one core, on a slow host) leaves sbx-init unscheduled for seconds, and
+ * vfork there waits for the command's exec; failing the op then answers
+ * 503 to an owner who only uses his sandbox. So, as the liveness pass does
+ * (node_health.c), while the sandbox's cgroup CPU time grows the op waits
+ * on, looked at every LATE_CHECK_MS, up to SANDBOX_BUSY_GRACE_MS from its
+ * deadline; a sentry stopped from the host, or a stopped sbx-init in an
+ * idle sandbox, uses no CPU and fails after one look. The ms until the
+ * next look, or <= 0: the op fails now. */
+#define LATE_CHECK_MS 2000 /* a liveness pass: its SIGCONT may be what lets sbx-init answer */
+
+static long long op_late(struct relay *r, struct rop *o, long long now)
+{
+	long long cpu;
+
+	if (!o->late_at) {
+		o->late_at = now;
+		o->late_cpu = sandbox_cpu_usec(o->ch->id);
+		o->late_check_at = now + LATE_CHECK_MS;
+		return o->late_cpu < 0 ? 0 : LATE_CHECK_MS;
+	}
+	if (now < o->late_check_at)
+		return o->late_check_at - now;
+	cpu = sandbox_cpu_usec(o->ch->id);
+	if (cpu < 0 || o->late_cpu < 0 || cpu - o->late_cpu < SANDBOX_BUSY_MIN_USEC ||
+	    now - o->late_at >= SANDBOX_BUSY_GRACE_MS)
+		return 0;
+	if (o->late_check_at == o->late_at + LATE_CHECK_MS)
+		log_info("sandbox %s: op %s: sbx-init has not answered in %d ms, but the sandbox runs (%lld ms of "
+			 "CPU in %d ms); waiting up to %d s",
+			 o->sandbox, o->op_id, r->answer_ms, (cpu - o->late_cpu) / 1000, LATE_CHECK_MS,
+			 SANDBOX_BUSY_GRACE_MS / 1000);
+	o->late_cpu = cpu;
+	o->late_check_at = now + LATE_CHECK_MS;
+	return LATE_CHECK_MS;
+}
+
 long long relay_tick(struct relay *r)
 {
 	long long now = sbx_now_ms(), next = -1;
@@ -319,7 +357,9 @@ long long relay_tick(struct relay *r)
 		if (!o->await_at)
 			continue;
 		left = o->await_at + r->answer_ms - now;
-		if (left <= 0) {
+		if (left > 0)
+			o->late_at = 0; /* answered since, or progress: a new deadline */
+		else if ((left = op_late(r, o, now)) <= 0) {
 			/* stopped or hung inside; the op's SIGNAL waits in the channel for it */
 			log_warnx("sandbox %s: op %s: sbx-init did not answer within %d ms", o->sandbox, o->op_id,
 				  r->answer_ms);

@@ -52,6 +52,9 @@ struct rop {
 	uint32_t stream;
 	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
 	long long await_at; /* waits for an answer from sbx-init since (mono ms); 0 not */
+	/* late (past answer_ms) in a busy sandbox (relay_tick): since when, the
+	 * cgroup CPU time last seen, when to look again */
+	long long late_at, late_cpu, late_check_at;
 	char op_id[SBX_ID_LEN + 1], reply_to[256], req_id[72];
 	char sandbox[SBX_ID_LEN + 1];
 	/* bytes for sbx-init's STDIN frames (exec stdin, file data) */

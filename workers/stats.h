@@ -33,4 +33,10 @@ int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct 
  * from a stopped one by it. */
 long long sandbox_cpu_usec(const char *id);
 
+/* A sandbox whose cgroup used this much CPU since the last look runs (its
+ * sbx-init may only be unscheduled); how long from the first miss it may
+ * stay unanswering while it runs (node_health.c liveness, relay.c ops). */
+#define SANDBOX_BUSY_MIN_USEC 1000
+#define SANDBOX_BUSY_GRACE_MS 60000
+
 #endif

@@ -158,7 +158,8 @@ const struct sbx_setting sbx_settings[] = {
 	{ "start_timeout", SBX_ST_SECS, "45", 2, 600, R, WRK,
 	  "seconds a sandbox may take to start before the create fails (keep below rpc_timeout)" },
 	{ "init_answer_ms", SBX_ST_INT, "4000", 100, 60000, R, WRK,
-	  "milliseconds a sandbox's sbx-init has to answer a request before it fails (503 sandbox_unresponsive)" },
+	  "milliseconds a sandbox's sbx-init has to answer a request before it fails (503 sandbox_unresponsive); "
+	  "a busy sandbox (its CPU time growing) gets up to 60 s more" },
 	/* the warm pool (workers/pool.c); its specs must be the API's defaults
 	 * (h_sandboxes.c) for a create without specs to be served from it */
 	{ "warm_pool_size", SBX_ST_INT, "2", 0, 64, R, WRK,
