@@ -52,8 +52,11 @@ wait $latepid
 is "$(tail -n1 "$T_TMP/late") $(head -n1 "$T_TMP/late" | jq -r .data.stdout 2> /dev/null)" "200 through-the-starving" \
 	"an exec sent while sbx-init was starved waits for it and answers 200 with its output" ||
 	diag "$(cat "$T_TMP/late")"
+# (Whether its answer was late is chance: sbx-init runs between a SIGCONT
+# and the loop's next SIGSTOP. Late, it was 503 before relay.c op_late;
+# the log says which case this run met.)
 oplate() { log_since "$mark" | grep -q "sandbox $ID: op [0-9a-f]*: sbx-init has not answered in [0-9]* ms, but the sandbox runs"; }
-ok oplate "...the node agent logged that its answer was late but the sandbox runs"
+if oplate; then diag "its answer was late and it waited (op_late)"; else diag "its answer came within init_answer_ms this time"; fi
 late() { log_since "$mark" | grep -q "sandbox $ID: sbx-init has not answered for [0-9]* ms, but the sandbox runs"; }
 ok late "the node agent logged that sbx-init is late but the sandbox runs" ||
 	diag "$(log_since "$mark" | grep "sandbox $ID" | head -n 10)"
