@@ -5,7 +5,7 @@
 EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
 if FUZZING
 FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame \
-	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni
+	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni fuzz/fuzz_chanhs
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
 # the API's own body tables (src/api/bodies.c), so it checks exactly the API's rules
@@ -62,6 +62,12 @@ fuzz_fuzz_cron_SOURCES = fuzz/fuzz_cron.c src/lib/cron.c src/lib/err.c
 fuzz_fuzz_cron_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_cron_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_cron_LDADD = $(SBX_LIBS)
+
+# the host's side of the channel handshake, step by step (src/lib/chanauth.c)
+fuzz_fuzz_chanhs_SOURCES = fuzz/fuzz_chanhs.c src/lib/chanauth.c src/lib/frame.c src/lib/clock.c src/lib/err.c
+fuzz_fuzz_chanhs_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_chanhs_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_chanhs_LDADD = $(SBX_LIBS)
 
 # Build just the fuzzers (not the daemons): make fuzz-targets
 fuzz-targets: $(FUZZ_TARGETS)

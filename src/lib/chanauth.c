@@ -2,6 +2,7 @@
 #include "config.h"
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
@@ -69,52 +70,52 @@ void sbx_chan_key_hex(const uint8_t key[SBX_CHAN_KEY_LEN], char out[SBX_CHAN_KEY
 	sodium_bin2hex(out, SBX_CHAN_KEY_HEX + 1, key, SBX_CHAN_KEY_LEN);
 }
 
-/* Reads exactly one frame of the expected type (from inside) into buf. */
-static int read_frame(int fd, uint8_t type, uint8_t *buf, size_t cap, long long deadline,
-		      struct sbx_frame *f, sbx_err *err)
+/* Is the frame of the expected type whole in h->buf? 1 yes (f points into
+ * it), 0 not yet, -1 it is another or malformed. */
+static int frame_in(struct sbx_chan_hs *h, uint8_t type, struct sbx_frame *f, sbx_err *err)
 {
-	size_t got = 0;
+	long n = h->got ? sbx_frame_parse(h->buf, h->got, 1, f, err) : 0;
 
-	for (;;) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		long long left = deadline - sbx_now_ms();
-		long n;
-		ssize_t r;
+	if (n < 0)
+		return sbx_err_ctx(err, "channel handshake");
+	if (n == 0)
+		return 0;
+	if (f->type != type)
+		return sbx_err_set(err, 500, "chan", "channel handshake: frame 0x%02x instead of 0x%02x", f->type,
+				   type);
+	if ((size_t)n != h->got)
+		return sbx_err_set(err, 500, "chan", "channel handshake: bytes after frame 0x%02x", type);
+	return 1;
+}
 
-		if (got > 0) {
-			n = sbx_frame_parse(buf, got, 1, f, err);
-			if (n < 0)
-				return sbx_err_ctx(err, "channel handshake");
-			if (n > 0) {
-				if (f->type != type)
-					return sbx_err_set(err, 500, "chan",
-							   "channel handshake: frame 0x%02x instead of 0x%02x",
-							   f->type, type);
-				if ((size_t)n != got)
-					return sbx_err_set(err, 500, "chan",
-							   "channel handshake: bytes after frame 0x%02x", type);
-				return 0;
-			}
-		}
-		if (left <= 0)
-			return sbx_err_set(err, 504, "chan", "channel handshake: no frame 0x%02x in time", type);
-		if (poll(&p, 1, (int)left) <= 0)
-			continue;
-		/* one frame at a time: the header says how much more to take */
-		size_t want = got < SBX_FRAME_HDR ? SBX_FRAME_HDR - got : 0;
-		if (!want) {
-			uint32_t len = sbx_get32(buf);
-			want = (size_t)len + 4 > got ? (size_t)len + 4 - got : 1;
-		}
-		if (got + want > cap)
-			return sbx_err_set(err, 500, "chan", "channel handshake: oversized frame");
-		r = read(fd, buf + got, want);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return sbx_err_set(err, 500, "chan", "channel closed during the handshake");
-		got += (size_t)r;
+/* One read towards the frame of the expected type (from inside), never past
+ * it: 1 the frame is in, 0 not yet (nothing to read now, or part of it
+ * read), -1 failed. */
+static int take_frame(struct sbx_chan_hs *h, int fd, uint8_t type, struct sbx_frame *f, sbx_err *err)
+{
+	size_t want;
+	ssize_t r;
+	int rc = frame_in(h, type, f, err);
+
+	if (rc != 0)
+		return rc;
+	/* one frame at a time: the header says how much more to take */
+	want = h->got < SBX_FRAME_HDR ? SBX_FRAME_HDR - h->got : 0;
+	if (!want) {
+		uint32_t len = sbx_get32(h->buf);
+		want = (size_t)len + 4 > h->got ? (size_t)len + 4 - h->got : 1;
 	}
+	if (h->got + want > sizeof(h->buf))
+		return sbx_err_set(err, 500, "chan", "channel handshake: oversized frame");
+	do
+		r = read(fd, h->buf + h->got, want);
+	while (r < 0 && errno == EINTR);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return 0;
+	if (r <= 0)
+		return sbx_err_set(err, 500, "chan", "channel closed during the handshake");
+	h->got += (size_t)r;
+	return frame_in(h, type, f, err);
 }
 
 static int write_all(int fd, const uint8_t *p, size_t n, sbx_err *err)
@@ -123,6 +124,7 @@ static int write_all(int fd, const uint8_t *p, size_t n, sbx_err *err)
 		ssize_t r = write(fd, p, n);
 		if (r < 0 && errno == EINTR)
 			continue;
+		/* a fresh socket takes the 60 bytes at once, blocking or not */
 		if (r <= 0)
 			return sbx_err_sys(err, "chan", "channel handshake: write");
 		p += r;
@@ -131,31 +133,77 @@ static int write_all(int fd, const uint8_t *p, size_t n, sbx_err *err)
 	return 0;
 }
 
-int sbx_chan_client_handshake(int fd, const uint8_t key[SBX_CHAN_KEY_LEN], const char *id, int timeout_ms,
-			      sbx_err *err)
+void sbx_chan_hs_init(struct sbx_chan_hs *h, const uint8_t key[SBX_CHAN_KEY_LEN], const char *id)
 {
-	uint8_t buf[SBX_FRAME_HDR + SBX_AUTH_LEN + 16], nonce_i[SBX_CHAN_NONCE_LEN], nonce_n[SBX_CHAN_NONCE_LEN];
-	uint8_t mac[SBX_CHAN_MAC_LEN], out[SBX_FRAME_HDR + SBX_AUTH_LEN];
-	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	memset(h, 0, sizeof(*h));
+	memcpy(h->key, key, SBX_CHAN_KEY_LEN);
+	snprintf(h->id, sizeof(h->id), "%s", id);
+}
+
+void sbx_chan_hs_clear(struct sbx_chan_hs *h)
+{
+	sodium_memzero(h, sizeof(*h));
+}
+
+int sbx_chan_hs_step(struct sbx_chan_hs *h, int fd, sbx_err *err)
+{
+	uint8_t mac[SBX_CHAN_MAC_LEN], out[SBX_FRAME_HDR + SBX_AUTH_LEN], nonce_i[SBX_CHAN_NONCE_LEN];
 	struct sbx_frame f;
 	uint32_t ver;
+	int rc;
 
-	if (read_frame(fd, SBX_F_HELLO, buf, sizeof(buf), deadline, &f, err) < 0)
-		return -1;
+	if (h->step == SBX_HS_DONE)
+		return 1;
+	rc = take_frame(h, fd, h->step == SBX_HS_HELLO ? SBX_F_HELLO : SBX_F_AUTH_OK, &f, err);
+	if (rc <= 0)
+		return rc;
+	h->got = 0;
+	if (h->step == SBX_HS_AUTH_OK) {
+		if (!sbx_chan_mac_ok(h->key, "init", h->nonce_n, h->id, f.payload))
+			return sbx_err_set(err, 500, "chan", "the channel's sbx-init cannot prove it is sandbox %s",
+					   h->id);
+		h->step = SBX_HS_DONE;
+		return 1;
+	}
 	if (sbx_hello_decode(&f, &ver, nonce_i, err) < 0)
 		return -1;
 	if (ver != SBX_FRAME_VERSION)
 		return sbx_err_set(err, 500, "chan", "sbx-init speaks version %u, not %u", ver, SBX_FRAME_VERSION);
-	if (sbx_chan_random(nonce_n, sizeof(nonce_n), err) < 0)
+	if (sbx_chan_random(h->nonce_n, sizeof(h->nonce_n), err) < 0)
 		return -1;
-	sbx_chan_mac(key, "node", nonce_i, id, mac);
+	sbx_chan_mac(h->key, "node", nonce_i, h->id, mac);
 	sbx_frame_header(out, SBX_F_AUTH, 0, SBX_AUTH_LEN);
-	sbx_auth_encode(nonce_n, mac, out + SBX_FRAME_HDR);
+	sbx_auth_encode(h->nonce_n, mac, out + SBX_FRAME_HDR);
 	if (write_all(fd, out, sizeof(out), err) < 0)
 		return -1;
-	if (read_frame(fd, SBX_F_AUTH_OK, buf, sizeof(buf), deadline, &f, err) < 0)
-		return -1;
-	if (!sbx_chan_mac_ok(key, "init", nonce_n, id, f.payload))
-		return sbx_err_set(err, 500, "chan", "the channel's sbx-init cannot prove it is sandbox %s", id);
+	h->step = SBX_HS_AUTH_OK;
 	return 0;
+}
+
+int sbx_chan_client_handshake(int fd, const uint8_t key[SBX_CHAN_KEY_LEN], const char *id, int timeout_ms,
+			      sbx_err *err)
+{
+	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 1);
+	struct sbx_chan_hs h;
+	int rc;
+
+	sbx_chan_hs_init(&h, key, id);
+	/* one read per step, each after poll says there is something: a
+	 * blocking socket never blocks past the deadline */
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		long long left = deadline - sbx_now_ms();
+
+		if (left <= 0) {
+			rc = sbx_err_set(err, 504, "chan", "channel handshake: no frame 0x%02x in time",
+					 h.step == SBX_HS_HELLO ? SBX_F_HELLO : SBX_F_AUTH_OK);
+			break;
+		}
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		if ((rc = sbx_chan_hs_step(&h, fd, err)) != 0)
+			break;
+	}
+	sbx_chan_hs_clear(&h);
+	return rc < 0 ? -1 : 0;
 }

@@ -34,6 +34,26 @@ int sbx_chan_random(uint8_t *out, size_t n, sbx_err *err);
 int sbx_chan_key_parse(const char *hex, uint8_t key[SBX_CHAN_KEY_LEN], sbx_err *err);
 void sbx_chan_key_hex(const uint8_t key[SBX_CHAN_KEY_LEN], char out[SBX_CHAN_KEY_HEX + 1]);
 
+/* The host's side of the handshake, one step at a time (the node agent's
+ * loop does it on a non-blocking socket, in its epoll, so that an sbx-init
+ * slow to say HELLO holds up no other sandbox). */
+enum { SBX_HS_HELLO, SBX_HS_AUTH_OK, SBX_HS_DONE };
+struct sbx_chan_hs {
+	int step;
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	char id[SBX_CHAN_ID_MAX + 1];
+	uint8_t nonce_n[SBX_CHAN_NONCE_LEN];
+	uint8_t buf[SBX_FRAME_HDR + SBX_AUTH_LEN + 16];
+	size_t got;
+};
+void sbx_chan_hs_init(struct sbx_chan_hs *h, const uint8_t key[SBX_CHAN_KEY_LEN], const char *id);
+/* One read() (and the AUTH write once HELLO is in): 1 the handshake is
+ * done, 0 it waits for more from sbx-init, -1 it failed. Never reads past
+ * the handshake's frames. */
+int sbx_chan_hs_step(struct sbx_chan_hs *h, int fd, sbx_err *err);
+/* Wipes the key and nonces. */
+void sbx_chan_hs_clear(struct sbx_chan_hs *h);
+
 /* The host's side of the handshake on a connected, blocking socket: reads
  * HELLO (version checked), sends AUTH, reads AUTH_OK and checks its MAC,
  * all within timeout_ms. Afterwards the channel carries requests. */

@@ -3,9 +3,13 @@
  * parse only as 64 hex digits; the host's handshake succeeds against an end
  * that holds the sandbox's key and fails against one that holds another
  * sandbox's key, another id, another protocol version, or says something
- * other than the handshake first. The far end is a child process speaking
+ * other than the handshake first; step by step on a non-blocking socket
+ * (the node agent's loop) it waits without blocking for an sbx-init slow
+ * to speak, and leaves what follows the handshake unread. The far end is a child process speaking
  * sbx-init's side of the protocol over a socketpair. */
 #include "config.h"
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,7 +24,7 @@
 
 static uint8_t key_a[SBX_CHAN_KEY_LEN], key_b[SBX_CHAN_KEY_LEN];
 
-enum fake { GOOD, WRONG_KEY, WRONG_ID, OLD_VERSION, NO_HELLO, BAD_MAC_BACK };
+enum fake { GOOD, WRONG_KEY, WRONG_ID, OLD_VERSION, NO_HELLO, BAD_MAC_BACK, SLOW_THEN_MORE };
 
 static void send_all(int fd, const uint8_t *p, size_t n)
 {
@@ -54,7 +58,15 @@ static void fake_init(int fd, enum fake how)
 	sbx_hello_encode(nonce_i, out + SBX_FRAME_HDR);
 	if (how == OLD_VERSION)
 		sbx_put32(out + SBX_FRAME_HDR, 2);
-	send_all(fd, out, sizeof(out));
+	if (how == SLOW_THEN_MORE) {
+		/* late, and in two pieces, the header split */
+		usleep(200000);
+		send_all(fd, out, 3);
+		usleep(100000);
+		send_all(fd, out + 3, sizeof(out) - 3);
+	} else {
+		send_all(fd, out, sizeof(out));
+	}
 	while ((n = sbx_frame_parse(in, got, 0, &f, NULL)) == 0) {
 		ssize_t r = read(fd, in + got, sizeof(in) - got);
 		if (r <= 0)
@@ -67,16 +79,24 @@ static void fake_init(int fd, enum fake how)
 		_exit(5); /* the real sbx-init closes: so does this one */
 	sbx_chan_mac(key, how == BAD_MAC_BACK ? "node" : "init", nonce_n, id, mac);
 	sbx_frame_header(out, SBX_F_AUTH_OK, 0, SBX_CHAN_MAC_LEN);
-	send_all(fd, out, SBX_FRAME_HDR);
-	send_all(fd, mac, SBX_CHAN_MAC_LEN);
+	{
+		/* AUTH_OK and, in the same write, the first frame after it */
+		uint8_t both[2 * SBX_FRAME_HDR + SBX_CHAN_MAC_LEN + 1];
+		memcpy(both, out, SBX_FRAME_HDR);
+		memcpy(both + SBX_FRAME_HDR, mac, SBX_CHAN_MAC_LEN);
+		sbx_frame_header(both + SBX_FRAME_HDR + SBX_CHAN_MAC_LEN, SBX_F_PONG, 7, 1);
+		both[sizeof(both) - 1] = 'z';
+		send_all(fd, both, how == SLOW_THEN_MORE ? sizeof(both) : SBX_FRAME_HDR + SBX_CHAN_MAC_LEN);
+	}
 	_exit(0);
 }
 
 /* Runs the host's handshake against a fake; returns its result and the
  * fake's exit status. */
-static int try_handshake(enum fake how, int *child_status, sbx_err *err)
+/* A fake sbx-init in a child, at the other end of *fd. */
+static pid_t spawn_fake(enum fake how, int *fd)
 {
-	int sv[2], rc;
+	int sv[2];
 	pid_t pid;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
@@ -89,9 +109,48 @@ static int try_handshake(enum fake how, int *child_status, sbx_err *err)
 		fake_init(sv[1], how);
 	}
 	close(sv[1]);
-	rc = sbx_chan_client_handshake(sv[0], key_a, ID_A, 2000, err);
-	close(sv[0]);
+	*fd = sv[0];
+	return pid;
+}
+
+static int try_handshake(enum fake how, int *child_status, sbx_err *err)
+{
+	int fd, rc;
+	pid_t pid = spawn_fake(how, &fd);
+
+	rc = sbx_chan_client_handshake(fd, key_a, ID_A, 2000, err);
+	close(fd);
 	waitpid(pid, child_status, 0);
+	return rc;
+}
+
+/* The handshake one step at a time on a non-blocking socket, as the node
+ * agent's loop runs it: *steps counts the calls, *first the first one's
+ * result, *after the bytes left to read once it is done. */
+static int step_handshake(int *steps, int *first, ssize_t *after, uint8_t *next_frame, sbx_err *err)
+{
+	struct sbx_chan_hs h;
+	int fd, rc, st;
+	pid_t pid = spawn_fake(SLOW_THEN_MORE, &fd);
+
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	sbx_chan_hs_init(&h, key_a, ID_A);
+	*steps = 0;
+	for (;;) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		rc = sbx_chan_hs_step(&h, fd, err);
+		if (!(*steps)++)
+			*first = rc;
+		if (rc != 0 || *steps > 100)
+			break;
+		if (poll(&p, 1, 3000) <= 0)
+			break;
+	}
+	sbx_chan_hs_clear(&h);
+	usleep(50000);
+	*after = read(fd, next_frame, 64);
+	close(fd);
+	waitpid(pid, &st, 0);
 	return rc;
 }
 
@@ -135,6 +194,18 @@ int main(void)
 	ok(try_handshake(NO_HELLO, &st, &err) < 0, "a first frame other than HELLO is refused (%s)", err.msg);
 	ok(try_handshake(BAD_MAC_BACK, &st, &err) < 0 && strstr(err.msg, "prove"),
 	   "an AUTH_OK whose MAC is not sbx-init's is refused (%s)", err.msg);
+	sbx_err_clear(&err);
+	{
+		int steps = 0, first = -2;
+		ssize_t after;
+		uint8_t nf[64] = { 0 };
+		ok(step_handshake(&steps, &first, &after, nf, &err) == 1, "step by step, the handshake succeeds (%s)",
+		   err.msg);
+		is_int(first, 0, "...its first step, before sbx-init spoke, returns at once: not yet");
+		ok(steps >= 4, "...it took several steps, one read each (%d)", steps);
+		ok(after == SBX_FRAME_HDR + 1 && nf[4] == SBX_F_PONG && nf[SBX_FRAME_HDR] == 'z',
+		   "...and the frame sbx-init sent right after AUTH_OK is left to read (%zd bytes)", after);
+	}
 	sbx_err_clear(&err);
 	return done_testing();
 }
