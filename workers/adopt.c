@@ -176,12 +176,10 @@ static int dial(const struct sandbox_node_cfg *c, const char *id, int *out, int 
 	return 0;
 }
 
-int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *out,
-			    sbx_err *err)
+static int adopted_key(const struct sandbox_node_cfg *c, const char *id, uint8_t key[SBX_CHAN_KEY_LEN],
+		       sbx_err *err)
 {
-	uint8_t key[SBX_CHAN_KEY_LEN];
 	char hex[SBX_CHAN_KEY_HEX + 2];
-	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
 
 	if (read_file(c, id, "chan.key", hex, sizeof(hex), err) < 0)
 		return -1;
@@ -190,6 +188,31 @@ int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, in
 		return sbx_err_set(err, 500, "sandbox", "%s: its channel key is malformed", id);
 	}
 	explicit_bzero(hex, sizeof(hex));
+	return 0;
+}
+
+int sandbox_adopted_dial(const struct sandbox_node_cfg *c, const char *id, int *out, uint8_t key[SBX_CHAN_KEY_LEN],
+			 sbx_err *err)
+{
+	int e;
+
+	if (adopted_key(c, id, key, err) < 0)
+		return -1;
+	if (dial(c, id, out, &e, err) < 0) {
+		explicit_bzero(key, SBX_CHAN_KEY_LEN);
+		return -1;
+	}
+	return 0;
+}
+
+int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *out,
+			    sbx_err *err)
+{
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	long long deadline = sbx_now_ms() + (timeout_ms > 0 ? timeout_ms : 5000);
+
+	if (adopted_key(c, id, key, err) < 0)
+		return -1;
 	for (;;) {
 		cleanup_close int fd = -1;
 		long long left = deadline - sbx_now_ms();

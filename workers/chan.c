@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
+#include "chanauth.h"
 #include "errcode.h"
 #include "frame.h"
 #include "log.h"
@@ -30,7 +31,7 @@
 /* sbx-init may overshoot our count of its credit by this much (it decides
  * per read()); more is a broken or hostile sbx-init. */
 #define CREDIT_SLACK (1024 * 1024)
-#define CONNECT_MS 2000
+
 #define READ_ROUNDS 8 /* reads per wake-up per channel: fairness */
 
 /* ---- channels ---- */
@@ -96,6 +97,12 @@ void chan_close(struct relay *r, struct chan *c)
 		close(c->fd);
 	}
 	c->fd = -1;
+	if (c->hs) {
+		sbx_chan_hs_clear(c->hs);
+		free(c->hs);
+		c->hs = NULL;
+		r->nopening--;
+	}
 	free(c->in);
 	free(c->out);
 	c->in = c->out = NULL;
@@ -107,19 +114,15 @@ void chan_close(struct relay *r, struct chan *c)
 
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
 {
-	return chan_connect_ms(r, c, CONNECT_MS, err);
+	return chan_connect_ms(r, c, CHAN_CONNECT_MS, err);
 }
 
-int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
+/* A connected socket becomes the channel's: non-blocking, in the epoll. */
+static int chan_attach(struct relay *r, struct chan *c, int fd, sbx_err *err)
 {
-	int fd = -1, fl;
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
-	long long t0 = sbx_now_ms();
+	int fl = fcntl(fd, F_GETFL);
 
-	/* in the loop: how long it held the loop is logged (bench/density) */
-	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0)
-		return -1;
-	fl = fcntl(fd, F_GETFL);
 	c->in = malloc(IN_CAP);
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || !c->in ||
 	    epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
@@ -129,16 +132,127 @@ int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
 		return sbx_err_sys(err, "internal", "channel setup");
 	}
 	c->fd = fd;
+	c->want_out = false;
 	c->doomed = DOOM_NONE;
 	c->doom_why[0] = 0;
 	if (!c->next_stream)
 		c->next_stream = 1;
+	return 0;
+}
+
+int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
+{
+	int fd = -1;
+	long long t0 = sbx_now_ms();
+
+	/* in the loop: how long it held the loop is logged (bench/density) */
+	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0 || chan_attach(r, c, fd, err) < 0)
+		return -1;
 	log_info("sandbox %s: channel to sbx-init open (%lld ms)", c->id, sbx_now_ms() - t0);
 	return 0;
 }
 
+int chan_open(struct relay *r, struct chan *c, int wait_ms, sbx_err *err)
+{
+	uint8_t key[SBX_CHAN_KEY_LEN];
+	struct sbx_chan_hs *hs;
+	int fd = -1;
+
+	if (sandbox_dial(r->sc, c->id, &fd, key, err) < 0) {
+		if (!wait_ms || !strcmp(err->code, "no_init"))
+			return -1;
+		*err = (sbx_err)SBX_ERR_INIT;
+		return chan_connect_ms(r, c, wait_ms, err);
+	}
+	hs = malloc(sizeof(*hs));
+	if (!hs) {
+		close(fd);
+		explicit_bzero(key, sizeof(key));
+		return sbx_err_set(err, 500, "internal", "out of memory");
+	}
+	sbx_chan_hs_init(hs, key, c->id);
+	explicit_bzero(key, sizeof(key));
+	if (chan_attach(r, c, fd, err) < 0) {
+		sbx_chan_hs_clear(hs);
+		free(hs);
+		return -1;
+	}
+	c->hs = hs;
+	c->hs_at = sbx_now_ms();
+	r->nopening++;
+	return 0;
+}
+
+/* The handshake failed or timed out: its ops end as a failed connect's
+ * request did (relay_req.c op_begin). */
+static void chan_open_failed(struct relay *r, struct chan *c, const char *msg)
+{
+	char w[256] = "", id[SBX_ID_LEN + 1];
+	int alive = sandbox_alive(r->sc, c->id, w, sizeof(w));
+
+	log_warnx("sandbox %s: channel to sbx-init: %s", c->id, msg);
+	chan_close(r, c);
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		o->live = false;
+		if (alive == 0)
+			op_error(r, o, "sandbox_dead", "the sandbox died: %s", w[0] ? w : msg);
+		else
+			op_error(r, o, "sandbox_unresponsive", "sbx-init did not answer: %s", msg);
+	}
+	if (alive == 0) {
+		snprintf(id, sizeof(id), "%s", c->id);
+		c->id[0] = 0;
+		if (r->h.dead)
+			r->h.dead(r->h.ctx, id, w[0] ? w : "the sandbox stopped");
+	}
+}
+
+void chan_hs_event(struct relay *r, struct chan *c)
+{
+	sbx_err err = SBX_ERR_INIT;
+	int rc = sbx_chan_hs_step(c->hs, c->fd, &err);
+
+	if (rc == 0)
+		return;
+	if (rc < 0) {
+		chan_open_failed(r, c, err.msg);
+		return;
+	}
+	sbx_chan_hs_clear(c->hs);
+	free(c->hs);
+	c->hs = NULL;
+	r->nopening--;
+	log_info("sandbox %s: channel to sbx-init open (%lld ms, in the loop)", c->id, sbx_now_ms() - c->hs_at);
+	chan_flush(r, c);
+	chan_pump(r, c);
+}
+
+long long chan_hs_tick(struct relay *r, long long now)
+{
+	long long next = -1;
+
+	for (int i = 0; i < MAX_CHANS && r->nopening > 0; i++) {
+		struct chan *c = &r->chans[i];
+		long long left;
+		if (!c->id[0] || !c->hs)
+			continue;
+		left = c->hs_at + r->answer_ms - now;
+		if (left <= 0) {
+			char msg[100];
+			snprintf(msg, sizeof(msg), "channel handshake: no answer within %d ms", r->answer_ms);
+			chan_open_failed(r, c, msg);
+		} else if (next < 0 || left < next) {
+			next = left;
+		}
+	}
+	return next;
+}
+
 void chan_flush(struct relay *r, struct chan *c)
 {
+	if (c->hs)
+		return; /* what is queued goes once the handshake is done */
 	while (c->fd >= 0 && !c->doomed && c->out_len > c->out_off) {
 		ssize_t w = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
 		if (w > 0) {

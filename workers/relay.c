@@ -279,6 +279,11 @@ void relay_on_event(struct relay *r, void *ptr, uint32_t events)
 
 	if (!c->id[0] || c->fd < 0)
 		return; /* closed earlier in this batch */
+	if (c->hs) {
+		chan_hs_event(r, c);
+		chan_settle_all(r);
+		return;
+	}
 	if (events & EPOLLOUT) {
 		chan_flush(r, c);
 		chan_pump(r, c);
@@ -351,6 +356,8 @@ long long relay_tick(struct relay *r)
 	long long now = sbx_now_ms(), next = -1;
 
 	chan_settle_all(r);
+	if (r->nopening)
+		next = chan_hs_tick(r, now);
 	for (struct rop *o = r->ops, *nx; o; o = nx) {
 		long long left;
 		nx = o->next;
@@ -376,7 +383,8 @@ int relay_ping(struct relay *r, const char *id)
 {
 	struct chan *c = chan_find(r, id);
 
-	if (!c || c->fd < 0 || c->doomed)
+	/* a handshake in progress has its own deadline (chan_hs_tick) */
+	if (!c || c->fd < 0 || c->doomed || c->hs)
 		return -1;
 	/* an answer may wait unread when the loop was busy */
 	chan_read(r, c);
@@ -408,9 +416,10 @@ int relay_ask_status(struct relay *r, const char *id)
 
 	if (!c)
 		return -1;
-	/* in the loop: a sbx-init that does not answer at once is simply
-	 * not asked now (its next op or the next pass will see) */
-	if (c->fd < 0 && chan_connect_ms(r, c, 250, &err) < 0) {
+	/* the handshake runs in the loop (its STATUS waits for it); a socket
+	 * not there, or a handshake that fails, is simply not asked now (its
+	 * next op or the next pass will see) */
+	if (c->fd < 0 && chan_open(r, c, 0, &err) < 0) {
 		log_warnx("sandbox %s: asking sbx-init whether it is idle: %s", id, err.msg);
 		if (!c->nops)
 			c->id[0] = 0; /* the slot; the next op connects again */

@@ -14,6 +14,7 @@
 #include "relay.h"
 
 #define MAX_CHANS 4096
+#define CHAN_CONNECT_MS 2000 /* sbx-init's HELLO and AUTH_OK are due within this */
 #define ACC_MAX (8 * 1024 * 1024) /* a list/procs answer */
 
 enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, RK_PROCS, RK_PSTDIN, RK_PSIGNAL, RK_PRESIZE };
@@ -37,6 +38,10 @@ struct chan {
 	long long ping_at;    /* the liveness PING (stream 0) unanswered since (mono ms); 0 none */
 	long long busy_at;    /* an op of it began or ended last (mono ms); 0 never */
 	long long status_at;  /* the STATUS (idle.c's question) unanswered since (mono ms); 0 none */
+	/* the handshake, while it runs in the loop (chan_open): fd is in the
+	 * epoll, frames wait in out until it is done */
+	struct sbx_chan_hs *hs;
+	long long hs_at; /* mono ms it began */
 };
 
 struct buf {
@@ -96,6 +101,7 @@ struct relay {
 	int nops;
 	struct chan *chans;
 	int answer_ms; /* sbx-init answers an op within this, or the op fails */
+	int nopening;  /* channels whose handshake runs (chan.hs) */
 	struct execlog *xlog; /* exec records off the loop (execlog.h); NULL: written at once */
 };
 
@@ -121,6 +127,17 @@ void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt,
 struct chan *chan_find(struct relay *r, const char *id);
 struct chan *chan_get(struct relay *r, const char *id);
 int chan_connect(struct relay *r, struct chan *c, sbx_err *err);
+/* Opens the channel without waiting for sbx-init: the connect (a local
+ * socket) now, the handshake in the loop (chan_hs_event), the frames sent
+ * meanwhile queued. A socket that cannot be dialled (sbx-init still binding
+ * it) gets the waiting chan_connect_ms(wait_ms), or fails when wait_ms is
+ * 0. A handshake that fails, or takes over answer_ms, ends the channel's ops
+ * (sandbox_unresponsive, or sandbox_dead when its sentry is gone). */
+int chan_open(struct relay *r, struct chan *c, int wait_ms, sbx_err *err);
+/* The socket of a channel whose handshake runs is readable. */
+void chan_hs_event(struct relay *r, struct chan *c);
+/* Ends handshakes past their answer_ms; the ms until the next one is due, or -1. */
+long long chan_hs_tick(struct relay *r, long long now);
 /* The same, waiting at most ms for sbx-init (chan_connect: 2 s). */
 int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err);
 void chan_close(struct relay *r, struct chan *c);

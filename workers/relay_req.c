@@ -154,7 +154,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	/* a frozen sandbox is thawed before anything reaches it (idle.c) */
 	if (r->h.wake)
 		r->h.wake(r->h.ctx, plc);
-	if (c->fd < 0 && chan_connect(r, c, &err) < 0) {
+	if (c->fd < 0 && chan_open(r, c, CHAN_CONNECT_MS, &err) < 0) {
 		char w[256] = "";
 		if (sandbox_alive(r->sc, plc, w, sizeof(w)) == 0) {
 			reply_error(r, m, op_id, "sandbox_dead", "the sandbox died: %s", w[0] ? w : err.msg);

@@ -246,8 +246,7 @@ static int chan_key_read(const struct sandbox_paths *p, uint8_t key[SBX_CHAN_KEY
  * following symlinks, the socket must be a socket, and it is connected to
  * through the descriptor. What answers must then prove it is this sandbox's
  * sbx-init (the v3 handshake with this sandbox's key). */
-static int chan_connect_once(const struct sandbox_paths *p, const char *id, const uint8_t key[SBX_CHAN_KEY_LEN],
-			     int timeout_ms, int *out, sbx_err *err)
+static int chan_dial(const struct sandbox_paths *p, int *out, sbx_err *err)
 {
 	struct sockaddr_un a = { .sun_family = AF_UNIX };
 	cleanup_close int dfd = -1, cfd = -1, sfd = -1, fd = -1;
@@ -270,9 +269,39 @@ static int chan_connect_once(const struct sandbox_paths *p, const char *id, cons
 		return sbx_err_sys(err, "sandbox", "socket");
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
 		return sbx_err_sys(err, "sandbox", "connect %s", p->chan_sock);
-	if (sbx_chan_client_handshake(fd, key, id, timeout_ms, err) < 0)
+	*out = sbx_steal_fd(&fd);
+	return 0;
+}
+
+static int chan_connect_once(const struct sandbox_paths *p, const char *id, const uint8_t key[SBX_CHAN_KEY_LEN],
+			     int timeout_ms, int *out, sbx_err *err)
+{
+	cleanup_close int fd = -1;
+
+	if (chan_dial(p, &fd, err) < 0 || sbx_chan_client_handshake(fd, key, id, timeout_ms, err) < 0)
 		return -1;
 	*out = sbx_steal_fd(&fd);
+	return 0;
+}
+
+int sandbox_dial(const struct sandbox_node_cfg *c, const char *id, int *fd, uint8_t key[SBX_CHAN_KEY_LEN],
+		 sbx_err *err)
+{
+	struct sandbox_paths p;
+
+	if (check_cfg(c, id, err) < 0)
+		return -1;
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_dial(c, id, fd, key, err);
+	if (!sandbox_has_init(c))
+		return sbx_err_set(err, 500, "no_init", "sandboxes run without sbx-init (init_path is empty)");
+	sandbox_paths(c, id, &p);
+	if (chan_key_read(&p, key, err) < 0)
+		return -1;
+	if (chan_dial(&p, fd, err) < 0) {
+		explicit_bzero(key, SBX_CHAN_KEY_LEN);
+		return -1;
+	}
 	return 0;
 }
 

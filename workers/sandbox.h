@@ -39,6 +39,7 @@
 #include <jansson.h>
 #include "err.h"
 #include "id.h"
+#include "chanauth.h"
 #include "egress_policy.h"
 #include "net.h"
 #include "settings.h"
@@ -167,6 +168,13 @@ void sandbox_list_free(char **ids, size_t n);
  * with code "no_init" when the sandbox runs without sbx-init (init_path ""). */
 int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
 		    sbx_err *err);
+/* One connect to sbx-init's socket, without the handshake, and the
+ * channel's key for it (sbx_chan_hs_step; the node agent's loop does the
+ * handshake in its epoll). *fd is O_CLOEXEC and blocking. "no_init" as
+ * sandbox_connect. A sandbox whose socket is not there yet fails: the
+ * caller may fall back to sandbox_connect, which waits for it. */
+int sandbox_dial(const struct sandbox_node_cfg *c, const char *id, int *fd, uint8_t key[SBX_CHAN_KEY_LEN],
+		 sbx_err *err);
 
 /* adopt.c: sandboxes Nomad runs on this node, which the node agent adopts
  * (doc/nomad.md). sandbox_connect, sandbox_alive, sandbox_destroy and
@@ -179,6 +187,8 @@ int sandbox_adopt(const struct sandbox_node_cfg *c, const char *id, const char *
 int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
 int sandbox_adopted_connect(const struct sandbox_node_cfg *c, const char *id, int timeout_ms, int *fd,
 			    sbx_err *err);
+int sandbox_adopted_dial(const struct sandbox_node_cfg *c, const char *id, int *fd, uint8_t key[SBX_CHAN_KEY_LEN],
+			 sbx_err *err);
 /* 1: sbx-init's socket takes connections; 0: the task stopped (why); -1: unknown. */
 int sandbox_adopted_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz);
 struct host_idset;

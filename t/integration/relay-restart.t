@@ -17,6 +17,10 @@
 #  c) the sentry itself stopped from the host (SIGSTOP): the SIGCONT to PID 1
 #     cannot help. An exec fails within 10 s (503 sandbox_unresponsive) and
 #     the sandbox ends failed, its reason visible in GET /sandboxes/{id}.
+#  e) an sbx-init stopped when the node agent opens its channel (after an
+#     agent restart): the exec to it ends 503 sandbox_unresponsive after its
+#     handshake's init_answer_ms, and an exec to another sandbox sent
+#     meanwhile is answered first (the handshake runs in the loop).
 #  d) an upload aborted mid-body (its client killed while sending) leaves no
 #     .sbx-upload-* file in the target directory.
 . "$(dirname "$0")/lib.sh"
@@ -178,6 +182,44 @@ is "$(j .data.status)|$(j .data.failure_reason)" "failed|sbx-init stopped answer
 wait_until 60 sb_gone "$C"
 ok $? "and the node destroyed it (nothing left: $(sb_leftovers "$C"))"
 SPID=""
+T_SECTION=""
+# ---- e) an sbx-init slow to answer a new channel holds up no other ----
+# The node agent opens a channel on the first op after its start; the
+# handshake (HELLO, AUTH, AUTH_OK) runs in its loop, so a stopped sbx-init
+# costs its own op init_answer_ms (4 s here), not every other sandbox's
+# requests meanwhile (the connect once waited 2 s in the loop).
+T_SECTION="slow handshake"
+rt_new it-relay-restart-e
+E=$RT_ID
+is "$(rt_sh "$E" "echo up")" up "a fourth sandbox answers"
+req nginx POST "/sandboxes/$E/exec" '{"cmd":"sleep 0.3; kill -STOP 1","background":true}'
+e_state() { SB_EXEC_TIMEOUT=10 sb_exec "$E" "sed -n 's/^State:[[:space:]]*//p' /proc/1/status" | cut -c1; }
+e_stopped() { [ "$(e_state)" = T ]; }
+wait_until 5 e_stopped
+ok $? "its sbx-init is stopped (State T)"
+node=$(worker_pid node)
+mark=$(log_mark)
+kill -9 "$node"
+wait_until 30 node_consuming_since "$mark"
+ok $? "the node agent was killed and restarted: every channel opens anew"
+curl -sS --cacert "$SBX_CACERT" --max-time 60 -H "$(rt_auth)" -H 'Content-Type: application/json' \
+	-o "$T/e.json" -w '%{http_code}' -d "$(rt_json "echo from-e" 30)" \
+	"$SBX_URL/sandboxes/$E/exec" > "$T/e.status" 2> "$T/e.err" &
+ep=$!
+RT_BG+=("$ep")
+e_sent() { log_since "$mark" | grep -q "sandbox $E: exec /bin/sh -c echo from-e"; }
+wait_until 20 e_sent
+ok $? "an exec to the stopped sbx-init reached the node agent"
+t1=$(ms)
+is "$(rt_sh "$A" "echo other-$tag")" "other-$tag" "meanwhile an exec in another sandbox is answered"
+dt=$(($(ms) - t1))
+ok "! gone $ep" "...while the first still waits for its handshake: the loop is not held up (other exec: $dt ms)"
+wait "$ep"
+is "$(cat "$T/e.status")|$(jq -r .code "$T/e.json" 2> /dev/null)" "503|sandbox_unresponsive" \
+	"the exec to the stopped sbx-init ends 503 sandbox_unresponsive"
+like "$(jq -r .message "$T/e.json" 2> /dev/null)" "handshake" "...its message says the handshake got no answer"
+like "$(log_since "$mark" | grep -c "sandbox $(sb_place "$A"): channel to sbx-init open ([0-9]* ms, in the loop)")" '^[1-9]' \
+	"the other sandbox's channel was opened in the loop (log)"
 T_SECTION=""
 rt_note_restarts "$RT_MARK"
 finish
