@@ -32,6 +32,27 @@ static void env_put(json_t *env, const char *kv)
 	json_array_append_new(env, json_string(kv));
 }
 
+/* specs.cpu is in MHz shares, 1000 = one core (API.md: 1..2000): the
+ * weight (cpu.shares) under contention and the cap (the CFS quota). The
+ * cap never goes under CPU_QUOTA_MIN_MHZ: under 1 ms per period the kernel
+ * refuses the quota (EINVAL, runsc fails the create), and at a few percent
+ * of a core gVisor's boot and sbx-init do not come up within start_timeout
+ * (seen: 1 and 10 MHz never ready in 25 s; 100 MHz ready in 5.4 s, 250 in
+ * 2.3 s on a loaded 2-CPU machine). The weight is always what was asked
+ * (the kernel's floor of 2 shares aside). */
+#define CPU_PERIOD_USEC 100000
+#define CPU_QUOTA_MIN_MHZ 100
+static long long cpu_quota_usec(int mhz)
+{
+	return (long long)(mhz < CPU_QUOTA_MIN_MHZ ? CPU_QUOTA_MIN_MHZ : mhz) * CPU_PERIOD_USEC / 1000;
+}
+
+static long long cpu_shares(int mhz)
+{
+	long long sh = (long long)mhz * 1024 / 1000;
+	return sh < 2 ? 2 : sh;
+}
+
 static json_t *mount_entry(const char *dst, const char *type, const char *src, const char *opts)
 {
 	json_t *m = json_pack("{s:s, s:s, s:s, s:[]}", "destination", dst, "type", type, "source", src,
@@ -185,8 +206,8 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		"mounts", mounts,
 		"linux", "cgroupsPath", cgpath,
 		"resources", "memory", "limit", (json_int_t)mem, "swap", (json_int_t)mem,
-		"cpu", "shares", (json_int_t)s->cpu * 1024 / 1000, "quota", (json_int_t)s->cpu * 100,
-		"period", (json_int_t)100000,
+		"cpu", "shares", (json_int_t)cpu_shares(s->cpu), "quota", (json_int_t)cpu_quota_usec(s->cpu),
+		"period", (json_int_t)CPU_PERIOD_USEC,
 		"pids", "limit", (json_int_t)c->pids_max,
 		"namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
 		"type", "network", "path", netns,
