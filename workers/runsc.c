@@ -234,15 +234,29 @@ static void cgroup_path(const char *ctrl, const char *id, char *out, size_t n)
 	snprintf(out, n, CGROUP_ROOT "/%s/" CGROUP_PARENT "/%s", ctrl, id);
 }
 
-/* The cgroups runsc made for it (cgroupsPath /sbx/ID) that outlived it. */
-void runsc_cgroups_remove(const char *id)
+/* The cgroups runsc made for it (cgroupsPath /sbx/ID) that outlived it.
+ * -1 when one is still there after ~1 s of EBUSY (a task in it has not
+ * finished exiting: a sentry held to a small CPU quota takes its time),
+ * err naming it: the caller keeps the sandbox's directory, so the orphan
+ * pass, which finds leftovers by that directory, comes back for it. */
+int runsc_cgroups_remove(const char *id, sbx_err *err)
 {
+	int rc = 0;
+
 	for (size_t i = 0; i < SBX_ARRAY_LEN(cgroup_ctrls); i++) {
 		char p[300];
+		int t = 0;
 		cgroup_path(cgroup_ctrls[i], id, p, sizeof(p));
-		for (int t = 0; t < 20 && rmdir(p) < 0 && errno == EBUSY; t++)
+		while (rmdir(p) < 0) {
+			if (errno != EBUSY || ++t >= 20) {
+				if (errno != ENOENT && rc == 0)
+					rc = sbx_err_sys(err, "sandbox", "remove cgroup %s", p);
+				break;
+			}
 			host_sleep_ms(50);
+		}
 	}
+	return rc;
 }
 
 /* oom_kill count of the sandbox's memory cgroup (v1 memory.oom_control, v2

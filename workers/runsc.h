@@ -46,7 +46,7 @@ pid_t runsc_read_pidfile(const struct sandbox_paths *p);
 bool runsc_sentry_alive(pid_t pid, const char *id);
 
 /* Removes the cgroups runsc made for it that outlived it. */
-void runsc_cgroups_remove(const char *id);
+int runsc_cgroups_remove(const char *id, sbx_err *err);
 /* The oom_kill count of its memory cgroup; -1 when unknown. */
 long runsc_oom_kills(const char *id);
 

@@ -388,7 +388,12 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		*err = e2;
 		rc = -1;
 	}
-	runsc_cgroups_remove(id);
+	if (runsc_cgroups_remove(id, &e2) < 0) {
+		/* not a failed destroy (the sandbox is gone): its directory stays
+		 * so that the orphan pass comes back for the cgroup */
+		log_warnx("sandbox %s: %s; the orphan pass removes it later", id, e2.msg);
+		return rc < 0 ? sbx_err_ctx(err, "destroy %s", id) : 0;
+	}
 	if (rc == 0 && disk_rm_sandbox_dir(c, id, &e2) < 0) {
 		*err = e2;
 		rc = -1;

@@ -10,7 +10,13 @@
 #  - cpu 2000 is two cores' cap and weight;
 #  - the cap bites: a busy loop for 3 s in the cpu-1 sandbox is given at
 #    most 10 % of a core by the kernel (its cgroup's CPU time grows by well
-#    under a second; without a cap it takes a whole core).
+#    under a second; without a cap it takes a whole core);
+#  - a cgroup still busy when its sandbox is destroyed (a task in it not yet
+#    gone: seen with a sentry held to a 1 % quota, here a host process the
+#    test puts in it) is not left behind for good: the destroy answers, the
+#    sandbox's directory stays while the cgroup is busy, and once it is free
+#    the orphan pass removes both (before, the directory went, the cgroup
+#    stayed, and nothing ever came back for it).
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc, the sandboxes' cgroups" runsc jq curl
@@ -81,5 +87,35 @@ is "$out" done "the busy loop ran and ended"
 # period's slack): a quarter of the wall time is far above that, and far
 # below the whole core an uncapped loop takes
 ok "[ $used -le $((wall / 4 + 100000)) ]" "it was held to its cap: ${used} us of CPU in ${wall} us (<= a quarter)"
+
+# ---- a cgroup busy at destroy ---------------------------------------------------------
+T_SECTION=busy-cgroup
+REAPER_INTERVAL=$(conf_get reaper_interval)
+: "${REAPER_INTERVAL:=10}"
+rt_new it-cpu-busy
+C=$RT_ID
+PC=$(sb_place "$C")
+sleep 300 &
+hold=$!
+kill_hold() { kill "$hold" 2> /dev/null; return 0; }
+t_on_exit rt_kill_bg sb_cleanup kill_hold
+moved=0
+for f in /sys/fs/cgroup/cpu/sbx/$PC/cgroup.procs /sys/fs/cgroup/memory/sbx/$PC/cgroup.procs /sys/fs/cgroup/sbx/$PC/cgroup.procs; do
+	[ -w "$f" ] && echo "$hold" > "$f" && moved=$((moved + 1))
+done
+ok "[ $moved -gt 0 ]" "a host process is in the sandbox's cgroup ($moved controllers)"
+req nginx DELETE "/sandboxes/$C"
+is "$STATUS" 204 "the destroy answers 204"
+gone_rec() { req nginx GET "/sandboxes/$C"; [ "$(j .data.status)" = destroyed ]; }
+wait_until 60 gone_rec
+ok $? "the sandbox is destroyed for its owner (GET: $STATUS $(j .data.status))"
+has_cg() { compgen -G "/sys/fs/cgroup/*/sbx/$PC" > /dev/null; }
+ok has_cg "while the process holds it, the cgroup is still there"
+ok "[ -d '$SB_STATE/sandboxes/$PC' ]" "...and so is the sandbox's directory, for the orphan pass to find"
+kill "$hold" 2> /dev/null
+wait "$hold" 2> /dev/null
+nothing_left() { [ -z "$(sb_leftovers "$PC")" ]; }
+wait_until $((3 * REAPER_INTERVAL + 30)) nothing_left
+is "$(sb_leftovers "$PC")" "" "once the cgroup is free, the orphan pass removes it and the directory"
 
 finish
