@@ -45,7 +45,8 @@ pid_t runsc_read_pidfile(const struct sandbox_paths *p);
 /* Is pid the sentry of sandbox id (and not a zombie)? */
 bool runsc_sentry_alive(pid_t pid, const char *id);
 
-/* Removes the cgroups runsc made for it that outlived it. */
+/* Removes the cgroups runsc made for it that outlived it; -1 (err naming
+ * it) when one is still busy after ~1 s. */
 int runsc_cgroups_remove(const char *id, sbx_err *err);
 /* The oom_kill count of its memory cgroup; -1 when unknown. */
 long runsc_oom_kills(const char *id);

@@ -358,6 +358,7 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 {
 	struct sandbox_paths p;
 	sbx_err e2 = SBX_ERR_INIT;
+	bool keep_dir;
 	int rc = 0;
 
 	sandbox_paths(c, id, &p);
@@ -388,13 +389,12 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		*err = e2;
 		rc = -1;
 	}
-	if (runsc_cgroups_remove(id, &e2) < 0) {
-		/* not a failed destroy (the sandbox is gone): its directory stays
-		 * so that the orphan pass comes back for the cgroup */
+	/* a cgroup still busy is not a failed destroy (the sandbox is gone):
+	 * its directory stays so that the orphan pass comes back for it */
+	keep_dir = runsc_cgroups_remove(id, &e2) < 0;
+	if (keep_dir)
 		log_warnx("sandbox %s: %s; the orphan pass removes it later", id, e2.msg);
-		return rc < 0 ? sbx_err_ctx(err, "destroy %s", id) : 0;
-	}
-	if (rc == 0 && disk_rm_sandbox_dir(c, id, &e2) < 0) {
+	if (rc == 0 && !keep_dir && disk_rm_sandbox_dir(c, id, &e2) < 0) {
 		*err = e2;
 		rc = -1;
 	}

@@ -47,29 +47,34 @@ cg_usage() {
 }
 v1() { [ -d /sys/fs/cgroup/cpu/sbx ]; }
 
+# made_with CPU QUOTA SHARES WHAT: a sandbox of specs.cpu CPU is ready, runs a
+# command, and its cgroup has the cap QUOTA us per 100 ms and the weight
+# SHARES (cpu.shares on v1; v2's cpu.weight is runsc's conversion, only
+# checked to be set). MADE is its id, PLACE its placement.
+made_with() {
+	sb_create nginx "{\"name\":\"it-cpu-$1\",\"specs\":{\"cpu\":$1,\"memory\":256,\"disk\":1}}"
+	MADE=$SB_ID
+	is "$STATUS $(j .data.status) $(j .data.specs.cpu)" "201 ready $1" "cpu $1: 201 ready, specs.cpu echoed ($(j .message))"
+	is "$(rt_sh "$MADE" 'echo alive')" alive "it runs a command"
+	PLACE=$(sb_place "$MADE")
+	is "$(cg_cap "$PLACE")" "$2 100000" "its cap is $4: $2 us per 100 ms period"
+	if v1; then
+		is "$(cg_weight "$PLACE")" "$3" "its weight: cpu.shares $3"
+	else
+		like "$(cg_weight "$PLACE")" '^[0-9]+$' "its weight is set (cpu.weight $(cg_weight "$PLACE"))"
+	fi
+}
+
 # ---- cpu 1: the smallest the API takes -------------------------------------------
 T_SECTION=cpu-1
-sb_create nginx '{"name":"it-cpu-1","specs":{"cpu":1,"memory":256,"disk":1}}'
-A=$SB_ID
-is "$STATUS $(j .data.status) $(j .data.specs.cpu)" "201 ready 1" "cpu 1: 201 ready, specs.cpu echoed ($(j .message))"
-is "$(rt_sh "$A" 'echo alive')" alive "it runs a command"
-PA=$(sb_place "$A")
-is "$(cg_cap "$PA")" "10000 100000" "its cap is the floor: 10 ms per 100 ms period (100 MHz)"
-if v1; then
-	is "$(cg_weight "$PA")" 2 "its weight is what was asked (cpu.shares 2, the kernel's floor)"
-else
-	like "$(cg_weight "$PA")" '^[0-9]+$' "its weight is set (cpu.weight $(cg_weight "$PA"))"
-fi
+# (shares 2: the kernel's floor)
+made_with 1 10000 2 "the floor (100 MHz)"
+A=$MADE
+PA=$PLACE
 
 # ---- cpu 2000: two cores ------------------------------------------------------------
 T_SECTION=cpu-2000
-sb_create nginx '{"name":"it-cpu-2000","specs":{"cpu":2000,"memory":256,"disk":1}}'
-B=$SB_ID
-is "$STATUS $(j .data.status)" "201 ready" "cpu 2000: 201 ready"
-is "$(rt_sh "$B" 'echo alive')" alive "it runs a command"
-PB=$(sb_place "$B")
-is "$(cg_cap "$PB")" "200000 100000" "its cap is two cores: 200 ms per 100 ms period"
-v1 && is "$(cg_weight "$PB")" 2048 "its weight: cpu.shares 2048"
+made_with 2000 200000 2048 "two cores"
 
 # ---- the cap bites --------------------------------------------------------------------
 T_SECTION=cap
