@@ -4,9 +4,13 @@
  * (pausing -> paused or back to ready, resuming -> ready or back to
  * paused). A pause or resume whose process never ended (the agent was
  * killed) is settled from what the node's disk says: a complete checkpoint
- * is a paused sandbox; a running container with no checkpoint is a ready
- * one (its channel reopened); neither is a failed one. */
+ * is a paused sandbox, unless the container restored from it runs beside
+ * it (a resume stopped after its restore): that one has run since, so it
+ * is the ready sandbox and the checkpoint goes; a running container with
+ * no checkpoint is a ready one (its channel reopened); neither is a failed
+ * one. */
 #include "config.h"
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include "cleanup.h"
@@ -107,14 +111,28 @@ static void settle_one(struct node *n, struct sb *s, const char *why, bool may_s
 
 	if (sandbox_paused(&n->sc, s->id)) {
 		/* a resume that restored but did not finish leaves a container
-		 * beside the checkpoint: the (idempotent) pause removes it */
-		if (may_spawn && sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1 &&
-		    node_op_spawn(n, OP_PAUSE, s->id, NULL, 0) == 0) {
-			s->st = SB_PAUSING;
-			return;
+		 * beside the checkpoint (a checkpoint stops its container): it
+		 * has run since, so it is the truth and the resume is finished
+		 * (sandbox_resume_finish); a container whose channel cannot be
+		 * reopened is removed by the (idempotent) pause */
+		bool finished = false;
+		if (may_spawn && sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1) {
+			finished = sandbox_resume_finish(&n->sc, s->id, &err) == 0;
+			if (!finished) {
+				log_warnx("sandbox %s: %s", s->id, err.msg);
+				if (node_op_spawn(n, OP_PAUSE, s->id, NULL, 0) == 0) {
+					s->st = SB_PAUSING;
+					return;
+				}
+			}
 		}
-		s->st = SB_PAUSED;
-		record_paused(n, s->sandbox_id);
+		if (finished) {
+			s->st = SB_READY;
+			record_ready(n, s->sandbox_id);
+		} else {
+			s->st = SB_PAUSED;
+			record_paused(n, s->sandbox_id);
+		}
 	} else if (sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1) {
 		struct sandbox_paths p;
 		sandbox_paths(&n->sc, s->id, &p);

@@ -187,3 +187,18 @@ undo:
 		log_warnx("sandbox %s: undo after a failed resume: %s", id, e2.msg);
 	return -1;
 }
+
+int sandbox_resume_finish(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
+{
+	struct sandbox_paths p;
+	char ckpt[600], tmp[600];
+
+	if (!sbx_id_valid(id))
+		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
+	sandbox_paths(c, id, &p);
+	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
+	if (sandbox_has_init(c) && runsc_signal(c, &p, id, "USR2", err) < 0)
+		return sbx_err_ctx(err, "resume %s: reopening the channel", id);
+	rm_flat_dir(ckpt, true);
+	return 0;
+}
