@@ -26,6 +26,19 @@ REGISTRY_PORT=$((25000 + SBX_PORT_SHIFT))
 HTTPS_PORT=$((8443 + SBX_PORT_SHIFT))
 MQ_NODE=sbx@localhost
 
+# A second stack on this machine keeps its sandboxes' network (the bridge,
+# the host ends of the veths, the sbx nft table and the DNS forwarder) in a
+# network namespace of its own, SBX_NET_UPLINK (net_uplink_netns; made by
+# stack-up, remembered in the state dir): in the host's it would share the
+# first stack's table, whose node setup rewrites the table's fixed sets.
+# Empty (the default): the host's network namespace.
+if [ -z "${SBX_NET_UPLINK:-}" ] && [ -s "$S/net-uplink" ]; then
+	SBX_NET_UPLINK=$(cat "$S/net-uplink")
+fi
+SBX_NET_UPLINK=${SBX_NET_UPLINK:-}
+[[ -z $SBX_NET_UPLINK || $SBX_NET_UPLINK =~ ^[a-z][a-z0-9]{0,14}$ ]] ||
+	{ echo "SBX_NET_UPLINK must be a short lowercase name (letters and digits)" >&2; exit 1; }
+
 PGBIN=/usr/lib/postgresql/15/bin
 MQBIN=/usr/lib/rabbitmq/bin
 
