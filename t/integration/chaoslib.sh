@@ -335,7 +335,7 @@ ch_node_ids() {
 			b=$(cat "$f" 2> /dev/null)
 			[[ $b == "$d"* ]] && { b=${b#"$d"}; echo "${b%%/*}"; }
 		done
-		for n in /run/netns/sbx-*; do [ -e "$n" ] && echo "${n#/run/netns/sbx-}"; done
+		for n in /run/netns/sbx-*; do [ -e "$n" ] && ! sb_foreign "${n#/run/netns/sbx-}" && echo "${n#/run/netns/sbx-}"; done
 	} | grep -E '^[0-9a-f]{24}$' | sort -u
 }
 

@@ -617,18 +617,41 @@ sb_procs_of() {
 	done <<< "$all"
 }
 
+# sb_up CMD...: CMD where the stack's node keeps its sandboxes' network (the
+# bridge, the host veths, the sbx nft table): the host's network namespace,
+# or the stack's own (SBX_NET_UPLINK: a second stack beside the first,
+# scripts/lib-stack.sh).
+sb_up() {
+	if [ -n "${SBX_NET_UPLINK:-}" ]; then in_netns "$SBX_NET_UPLINK" "$@"; else "$@"; fi
+}
+
+# sb_foreign ID: ID (a placement id) is a sandbox of another stack on this
+# machine: its directory is in one of SBX_TEST_OTHER_STATES (state dirs,
+# space-separated; scripts/test runs a second stack beside this one). What
+# is named machine-wide (netns in /run/netns, cgroups) must not count as
+# this stack's leftover. Its directory is made before the rest of a
+# sandbox and removed after it (workers/sandbox.c), so one of its leftovers
+# is never taken for ours; our own are never under another state dir.
+sb_foreign() {
+	local d
+	for d in ${SBX_TEST_OTHER_STATES:-}; do
+		[ -e "$d/sandboxes/$1" ] && return 0
+	done
+	return 1
+}
+
 # sb_leftovers ID...: what an independent listing still finds of these ids
 # (empty = nothing).
 sb_leftovers() {
 	local id p out="" nft
-	nft=$(nft list table inet sbx 2> /dev/null)
+	nft=$(sb_up nft list table inet sbx 2> /dev/null)
 	for id in "$@"; do
 		p=$(sb_place "$id")
 		sb_runsc list -quiet 2> /dev/null | grep -qx "$p" && out+=" runsc:$id"
 		[ -n "$(sb_mounts_of "$SB_STATE/sandboxes/$p")" ] && out+=" mount:$id"
 		[ -n "$(sb_loops_of "$SB_STATE/sandboxes/$p/")" ] && out+=" loop:$id"
 		[ -e "/run/netns/sbx-$p" ] && out+=" netns:$id"
-		ip link show "sbxh${p:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
+		sb_up ip link show "sbxh${p:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
 		[[ $nft == *"$p"* || $nft == *"sbxh${p:0:9}"* ]] && out+=" nft:$id"
 		[ -e "$SB_STATE/sandboxes/$p" ] && out+=" dir:$id"
 		compgen -G "/sys/fs/cgroup/*/sbx/$p" > /dev/null && out+=" cgroup:$id"
@@ -648,7 +671,7 @@ sb_missing() {
 	[ -n "$(sb_loops_of "$d/disk.img")" ] || out+=" loop"
 	sb_mounts_of "$d/" | grep -qx "$d/rootfs" || out+=" rootfs-mount"
 	[ -e "/run/netns/sbx-$id" ] || out+=" netns"
-	nft list chain inet sbx "allow_$id" > /dev/null 2>&1 || out+=" nft-chain"
+	sb_up nft list chain inet sbx "allow_$id" > /dev/null 2>&1 || out+=" nft-chain"
 	echo "${out# }"
 }
 

@@ -5,6 +5,8 @@
 # /proc/self/mountinfo, the state directory, the nft table, host veths,
 # cgroups, processes; and no record stuck in 'starting'. What is found is
 # given a bounded time to go (a reaper pass may be finishing a destroy).
+# What another stack on this machine owns (sb_foreign: scripts/test's second
+# stack) is not counted; that stack's own run of this file checks it.
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc, nft, losetup" runsc nft ip jq
@@ -36,7 +38,7 @@ stray() {
 		for x in /run/netns/sbx-*; do
 			[ -e "$x" ] || continue
 			id=${x#/run/netns/sbx-}
-			owned "$id" || echo "$x"
+			owned "$id" || sb_foreign "$id" || echo "$x"
 		done ;;
 	loop)
 		for x in /sys/block/loop*/loop/backing_file; do
@@ -61,13 +63,13 @@ stray() {
 		done ;;
 	nft)
 		# per-sandbox chains (allow_ID, in_ID) and the map's "jump allow_ID"
-		for id in $(nft list table inet sbx 2> /dev/null | grep -oE '(allow|in)_[0-9a-f]{24}' | sed 's/^[a-z]*_//' | sort -u); do
+		for id in $(sb_up nft list table inet sbx 2> /dev/null | grep -oE '(allow|in)_[0-9a-f]{24}' | sed 's/^[a-z]*_//' | sort -u); do
 			owned "$id" || echo "nft:$id"
 		done ;;
 	veth)
 		local pre
 		pre=$(live_ids | cut -c1-9)
-		for x in $(ip -o link show 2> /dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^sbxh[0-9a-f]{9}$'); do
+		for x in $(sb_up ip -o link show 2> /dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^sbxh[0-9a-f]{9}$'); do
 			grep -qx "${x#sbxh}" <<< "$pre" || echo "$x"
 		done ;;
 	cgroup)
@@ -75,7 +77,7 @@ stray() {
 			[ -d "$x" ] || continue
 			id=${x##*/}
 			[[ $id =~ ^[0-9a-f]{24}$ ]] || continue
-			owned "$id" || echo "$x"
+			owned "$id" || sb_foreign "$id" || echo "$x"
 		done ;;
 	procs)
 		local all line
