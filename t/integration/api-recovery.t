@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Postgres and RabbitMQ restarted under the running API: /healthz names the
 # missing part (503) while it is down, and every API child reconnects after.
 . "$(dirname "$0")/lib.sh"

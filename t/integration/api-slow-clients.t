@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Slow clients and one tenant's share of the API children (issue 8):
 #  (a) an upload whose body stops (one byte, then silence) is cut off by
 #      nginx's client_body_timeout (10 s), and one that trickles a byte every

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Idle sandboxes are frozen (issue 10, doc/idle.md), and nothing a user sees
 # changes but latency. With idle_freeze_ms lowered to 1000 (sbx.conf, SIGHUP;
 # restored at the end whatever happens):

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # GET /metrics (issue 15) through nginx: the Prometheus text format, request
 # counters per route, method and status class that count exactly the requests
 # made (across every API child: they share one mapping), latency histograms

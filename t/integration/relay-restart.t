@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # What a node agent restart, a stopped sbx-init and an aborted upload cost
 # (issue 8, points 4 and 5):
 #  a) the node agent is killed (SIGKILL) under a streamed exec (it printed A

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Background processes through the public API (issue 4, extension of
 # API.md): `background: true` answers {pid} at once (causal: the process
 # cannot end before the test lets it); list; state and exit code; output
