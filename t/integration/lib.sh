@@ -626,7 +626,7 @@ sb_up() {
 }
 
 # sb_foreign ID: ID (a placement id) is a sandbox of another stack on this
-# machine: its directory is in one of SBX_TEST_OTHER_STATES (state dirs,
+# machine: its directory (or its Nomad notes) is in one of SBX_TEST_OTHER_STATES (state dirs,
 # space-separated; scripts/test runs a second stack beside this one). What
 # is named machine-wide (netns in /run/netns, cgroups) must not count as
 # this stack's leftover. Its directory is made before the rest of a
@@ -635,7 +635,9 @@ sb_up() {
 sb_foreign() {
 	local d
 	for d in ${SBX_TEST_OTHER_STATES:-}; do
-		[ -e "$d/sandboxes/$1" ] && return 0
+		# its own sandboxes, and those Nomad runs there (adopt.c,
+		# nomad_net.c: a Nomad allocation's netns is named sbx-<id> too)
+		[ -e "$d/sandboxes/$1" ] || [ -e "$d/nomad/$1" ] || [ -e "$d/nomad-net/$1" ] && return 0
 	done
 	return 1
 }
