@@ -18,7 +18,6 @@
 #include "idle.h"
 #include "node_int.h"
 #include "reply.h"
-#include "runsc.h"
 #include "sandbox_state.h"
 
 /* longer than any pause or resume takes (checkpoint 120 s, resume 60 s) */
@@ -108,40 +107,33 @@ static void settle_one(struct node *n, struct sb *s, const char *why, bool may_s
 {
 	char alive_why[200];
 	sbx_err err = SBX_ERR_INIT;
+	bool paused = sandbox_paused(&n->sc, s->id);
+	/* A running container is the sandbox (sandbox_resume_finish: its
+	 * channel reopened, a checkpoint beside it removed) when there is no
+	 * checkpoint (a pause stopped between closing the channel and the
+	 * checkpoint leaves the channel closed), and beside one when a resume
+	 * restored but did not finish (a checkpoint stops its container): it
+	 * has run since. After a pause (!may_spawn) the checkpoint is. */
+	bool running = (!paused || may_spawn) && sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1;
 
-	if (sandbox_paused(&n->sc, s->id)) {
-		/* a resume that restored but did not finish leaves a container
-		 * beside the checkpoint (a checkpoint stops its container): it
-		 * has run since, so it is the truth and the resume is finished
-		 * (sandbox_resume_finish); a container whose channel cannot be
+	if (running && sandbox_resume_finish(&n->sc, s->id, &err) < 0) {
+		log_warnx("sandbox %s: %s", s->id, err.msg);
+		/* beside a checkpoint, a container whose channel cannot be
 		 * reopened is removed by the (idempotent) pause */
-		bool finished = false;
-		if (may_spawn && sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1) {
-			finished = sandbox_resume_finish(&n->sc, s->id, &err) == 0;
-			if (!finished) {
-				log_warnx("sandbox %s: %s", s->id, err.msg);
-				if (node_op_spawn(n, OP_PAUSE, s->id, NULL, 0) == 0) {
-					s->st = SB_PAUSING;
-					return;
-				}
+		if (paused) {
+			running = false;
+			if (node_op_spawn(n, OP_PAUSE, s->id, NULL, 0) == 0) {
+				s->st = SB_PAUSING;
+				return;
 			}
 		}
-		if (finished) {
-			s->st = SB_READY;
-			record_ready(n, s->sandbox_id);
-		} else {
-			s->st = SB_PAUSED;
-			record_paused(n, s->sandbox_id);
-		}
-	} else if (sandbox_alive(&n->sc, s->id, alive_why, sizeof(alive_why)) == 1) {
-		struct sandbox_paths p;
-		sandbox_paths(&n->sc, s->id, &p);
-		/* a pause stopped between closing the channel and the
-		 * checkpoint leaves it closed: sbx-init opens it again */
-		if (sandbox_has_init(&n->sc) && runsc_signal(&n->sc, &p, s->id, "USR2", &err) < 0)
-			log_warnx("sandbox %s: reopening its channel: %s", s->id, err.msg);
+	}
+	if (running) {
 		s->st = SB_READY;
 		record_ready(n, s->sandbox_id);
+	} else if (paused) {
+		s->st = SB_PAUSED;
+		record_paused(n, s->sandbox_id);
 	} else {
 		char reason[300];
 		snprintf(reason, sizeof(reason), "%s, and the sandbox is neither running nor checkpointed", why);

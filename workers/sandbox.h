@@ -132,13 +132,14 @@ int sandbox_pause(const struct sandbox_node_cfg *c, const char *id, long long *b
  * handshake; then the checkpoint goes. On failure the sandbox stays paused
  * (the checkpoint is kept; whatever the restore made is removed). */
 int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
-/* A resume stopped after its restore (killed at resume-restored): the
- * restored sandbox runs beside its checkpoint. It is the truth: it has run
- * since, so its disk has moved on from the checkpoint (a second restore
- * would put old memory over a newer disk, and fails outright when a file
- * it had open is gone). Its channel is reopened (SIGUSR2) and the
- * checkpoint removed; -1 when the channel could not be (the checkpoint is
- * then kept). */
+/* A pause or resume stopped with the container running: it is the
+ * sandbox. Its channel is reopened (SIGUSR2: a pause may have closed it)
+ * and a checkpoint beside it removed: a resume stopped after its restore
+ * (killed at resume-restored) leaves one, and the restored sandbox has run
+ * since, so its disk has moved on from it (a second restore would put old
+ * memory over a newer disk, and fails outright when a file it had open is
+ * gone). -1 when the channel could not be reopened (a checkpoint is then
+ * kept). */
 int sandbox_resume_finish(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
 /* 1 when the sandbox holds a complete checkpoint (it is paused), else 0. */
 int sandbox_paused(const struct sandbox_node_cfg *c, const char *id);
