@@ -362,7 +362,10 @@ static bool on_output(struct exec_run *x, int which, const char *d, size_t n)
 		}
 		if (buf_add(&x->out[which], d, n > room ? room : n) < 0)
 			kill_op(x);
-		grant(x, n);
+		/* no credit past the cap: the command blocks on its output until
+		 * the kill lands, so nothing after it runs */
+		if (!x->killed)
+			grant(x, n);
 		return true;
 	}
 	{

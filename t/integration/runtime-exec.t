@@ -150,12 +150,15 @@ rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 is "$(rt_collect "$T/frames" stdout | sha256sum | cut -d' ' -f1)" "$sum_in" "SSE: 1 MiB of random bytes byte-exact"
 
 # --- the JSON cap: 16 MiB per stream, truncated, the command killed
-exec_req nginx '{"cmd":"head -c 20000000 /dev/zero | tr \"\\000\" a; touch /tmp/not-killed; sleep 200","timeout_seconds":120}'
-is "$STATUS" 200 "20 MB to a JSON exec answers 200"
+# 40 MB: more than the cap, the credit window (4 MiB, h_exec.c) and the
+# pipes hold, so the writer is blocked when the kill comes (no credit is
+# granted past the cap)
+exec_req nginx '{"cmd":"head -c 40000000 /dev/zero | tr \"\\000\" a; touch /tmp/not-killed; sleep 200","timeout_seconds":120}'
+is "$STATUS" 200 "40 MB to a JSON exec answers 200"
 is "$(j .data.truncated)" true "JSON answer over the cap says truncated: true"
 is "$(j '.data.stdout | length')" 16777216 "stdout is cut at exactly 16 MiB"
 is "$(j '.data.timed_out // false')" false "it ended before its timeout: the command was killed at the cap"
-is "$(rt_sh "$A" "test -e /tmp/not-killed && echo survived; ps -eo args | grep -E '^(sleep 200|head -c 20000000)' || true")" "" \
+is "$(rt_sh "$A" "test -e /tmp/not-killed && echo survived; ps -eo args | grep -E '^(sleep 200|head -c 40000000)' || true")" "" \
 	"the command (and its group) is gone, it never got past its output"
 
 # --- not ready: 400 naming the state
