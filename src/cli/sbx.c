@@ -109,6 +109,7 @@ static void read_config(struct cli *c)
 static void load_config(struct cli *c)
 {
 	const char *u = getenv("SBX_URL"), *k = getenv("SBX_KEY"), *ca = getenv("SBX_CACERT");
+	const char *to = getenv("SBX_CONNECT_TIMEOUT");
 
 	if (!k || !*k)
 		k = getenv("SBX_API_KEY");
@@ -118,6 +119,14 @@ static void load_config(struct cli *c)
 		copy(c->key, sizeof(c->key), k);
 	if (ca && *ca)
 		copy(c->cacert, sizeof(c->cacert), ca);
+	c->connect_timeout = 10;
+	if (to && *to) {
+		char *end;
+		long v = strtol(to, &end, 10);
+		if (*end || v < 1 || v > 3600)
+			die(EXIT_USAGE, "SBX_CONNECT_TIMEOUT: %s is not a number of seconds from 1 to 3600", to);
+		c->connect_timeout = v;
+	}
 	read_config(c);
 	if (!*c->url)
 		die(EXIT_USAGE, "no API URL: set SBX_URL or `url = https://...` in ~/.config/sbx/config");
@@ -204,7 +213,7 @@ int request(const struct cli *c, const char *method, const char *path, json_t *b
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, k);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, c->connect_timeout > 0 ? c->connect_timeout : 10L);
 	if (*c->cacert)
 		curl_easy_setopt(h, CURLOPT_CAINFO, c->cacert);
 	if (k->has_raw) {

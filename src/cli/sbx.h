@@ -17,6 +17,7 @@
 struct cli {
 	char url[512], key[256], cacert[PATH_MAX];
 	bool json;
+	long connect_timeout; /* seconds, TCP and TLS handshake (SBX_CONNECT_TIMEOUT) */
 	void *curl; /* a CURL handle kept between requests (keep-alive), or NULL */
 };
 
