@@ -354,50 +354,95 @@ static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct
 	return rc;
 }
 
+/* Where a start's or a destroy's time goes: each step's milliseconds,
+ * logged when it ends (bench/create-latency and bench/density print them). */
+struct step_clock {
+	const char *step;
+	long long t0, t; /* microseconds */
+	char parts[300];
+	size_t len;
+};
+
+static long long now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void step_to(struct step_clock *k, const char *next)
+{
+	long long now = now_us();
+
+	if (k->step && *k->step && k->len < sizeof(k->parts)) {
+		int n = snprintf(k->parts + k->len, sizeof(k->parts) - k->len, "%s%s %.1f", k->len ? ", " : "",
+				 k->step, (double)(now - k->t) / 1000.0);
+		if (n > 0)
+			k->len += (size_t)n;
+	}
+	if (!k->t0)
+		k->t0 = now;
+	k->step = next;
+	k->t = now;
+}
+
 static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
 	struct sandbox_paths p;
 	sbx_err e2 = SBX_ERR_INIT;
+	struct step_clock k = { 0 };
 	bool keep_dir;
 	int rc = 0;
 
+	step_to(&k, "thaw");
 	sandbox_paths(c, id, &p);
 	/* a frozen sandbox's tasks take no signal, not even SIGKILL (idle.c) */
 	if (sandbox_freeze_state(id) > SANDBOX_THAWED && sandbox_thaw(id, &e2) < 0)
 		log_warnx("sandbox %s: %s", id, e2.msg);
 	/* reverse order of start: container, rootfs/disk mounts, loop, network,
 	 * cgroups, directory. Keep going after a failure so the most goes. */
+	step_to(&k, "runsc");
 	if (runsc_remove(c, &p, id, err) < 0) {
 		/* A live container must not lose its disk under it. */
 		return sbx_err_ctx(err, "destroy %s", id);
 	}
+	step_to(&k, "umount");
 	if (disk_umount_all(p.dir, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
+	step_to(&k, "loops");
 	if (disk_loops_free(p.dir, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
 	/* the volume's image lives elsewhere: wait for its loop too, so the
 	 * next sandbox can mount it */
+	step_to(&k, "volume");
 	if (volume_detach_wait(c, &p, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
+	step_to(&k, "network");
 	if (net_destroy_where_made(c, &p, id, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
 	/* a cgroup still busy is not a failed destroy (the sandbox is gone):
 	 * its directory stays so that the orphan pass comes back for it */
+	step_to(&k, "cgroups");
 	keep_dir = runsc_cgroups_remove(id, &e2) < 0;
 	if (keep_dir)
 		log_warnx("sandbox %s: %s; the orphan pass removes it later", id, e2.msg);
+	step_to(&k, "dir");
 	if (rc == 0 && !keep_dir && disk_rm_sandbox_dir(c, id, &e2) < 0) {
 		*err = e2;
 		rc = -1;
 	}
+	step_to(&k, NULL);
+	if (rc == 0)
+		log_info("sandbox %s: torn down in %.1f ms (%s)", id, (double)(k.t - k.t0) / 1000.0, k.parts);
 	return rc < 0 ? sbx_err_ctx(err, "destroy %s", id) : 0;
 }
 
@@ -484,10 +529,11 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	char lower[1500], digest[80], dir[600], key_hex[SBX_CHAN_KEY_HEX + 1] = "";
 	json_t *image_env = NULL;
 	struct net_sandbox ns;
-	const char *step = "";
+	struct step_clock k = { 0 };
 	long long deadline = sbx_now_ms() + (c->start_timeout_ms > 0 ? c->start_timeout_ms : DEFAULT_START_TIMEOUT_MS);
 	struct stat st;
 
+	step_to(&k, "prepare");
 	if (check_cfg(c, s->id, err) < 0)
 		return -1;
 	if (s->memory_mb < 16 || s->disk_gb < 1 || s->cpu < 1 || s->cpu > 64000)
@@ -521,22 +567,22 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	}
 
 	sandbox_fault_point(c, "start-dir", s->id);
-	step = "intent";
+	step_to(&k, "intent");
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
-	step = "disk";
+	step_to(&k, "disk");
 	if (disk_make(s, &p, err) < 0)
 		goto fail;
-	step = "rootfs";
+	step_to(&k, "rootfs");
 	if (disk_make_rootfs(&p, lower, sandbox_has_init(c), err) < 0)
 		goto fail;
 	if (s->volume_id) {
-		step = "volume";
+		step_to(&k, "volume");
 		if (volume_attach(c, s, &p, err) < 0)
 			goto fail;
 		sandbox_fault_point(c, "start-volume", s->id);
 	}
-	step = "channel";
+	step_to(&k, "channel");
 	/* chan/ and tmp/ live on the sandbox's disk, so what the sandbox
 	 * writes there counts against its size; /tmp is open to all users */
 	if (mkdir(p.chan_dir, 0700) < 0 || mkdir(p.tmp_dir, 0700) < 0 || chmod(p.tmp_dir, 01777) < 0) {
@@ -544,29 +590,29 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 		goto fail;
 	}
 	/* a snapshot's /tmp is in its layer, under the mount of ours */
-	step = "tmp";
+	step_to(&k, "tmp");
 	if (s->image && disk_fill_tmp(&p, err) < 0)
 		goto fail;
-	step = "channel";
+	step_to(&k, "key");
 	if (sandbox_has_init(c) && chan_key_make(&p, key_hex, err) < 0)
 		goto fail;
-	step = "network";
+	step_to(&k, "network");
 	if (net_sandbox_create(c->net, s->id, &ns, err) < 0)
 		goto fail;
 	/* fail closed: a policy that cannot be installed fails the start */
-	step = "egress";
+	step_to(&k, "egress");
 	if (write_resolv_conf(&p, ns.gw, err) < 0)
 		goto fail;
 	if (s->egress && egress_apply(c->net, s->id, s->egress, err) < 0)
 		goto fail;
-	step = "bundle";
+	step_to(&k, "bundle");
 	if (oci_write_bundle(c, s, &p, lower, image_env, key_hex, err) < 0)
 		goto fail;
-	step = "runsc";
+	step_to(&k, "runsc");
 	if (runsc_start(c, s, &p, deadline, err) < 0)
 		goto fail;
 	sandbox_fault_point(c, "start-runsc", s->id);
-	step = "sbx-init";
+	step_to(&k, "sbx-init");
 	if (sandbox_has_init(c)) {
 		int fd, left = (int)(deadline - sbx_now_ms());
 		if (sandbox_connect(c, s->id, left > 100 ? left : 100, &fd, err) < 0)
@@ -579,6 +625,8 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 			goto fail;
 		}
 	}
+	step_to(&k, NULL);
+	log_info("sandbox %s: started in %.1f ms (%s)", s->id, (double)(k.t - k.t0) / 1000.0, k.parts);
 	json_decref(image_env);
 	explicit_bzero(key_hex, sizeof(key_hex));
 	return 0;
@@ -588,7 +636,7 @@ fail:
 	json_decref(image_env);
 	{
 		sbx_err e2 = SBX_ERR_INIT;
-		sbx_err_ctx(err, "start %s: step %s", s->id, step);
+		sbx_err_ctx(err, "start %s: step %s", s->id, k.step);
 		if (teardown(c, s->id, &e2) < 0)
 			log_warnx("sandbox %s: undo after failed start: %s", s->id, e2.msg);
 	}
