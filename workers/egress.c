@@ -185,7 +185,16 @@ int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struc
 	return 0;
 }
 
+static int apply_resolved_at(const struct net_config *c, const char *id, const char *at, const struct sbx_egress *p,
+			     const struct dns_addrs *res, sbx_err *err);
+
 int egress_apply(const struct net_config *c, const char *id, const struct sbx_egress *p, sbx_err *err)
+{
+	return egress_apply_at(c, id, NULL, p, err);
+}
+
+int egress_apply_at(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
+		    sbx_err *err)
 {
 	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 
@@ -196,17 +205,27 @@ int egress_apply(const struct net_config *c, const char *id, const struct sbx_eg
 		log_warnx("sandbox %s: %s", id, err->msg);
 		sbx_err_clear(err);
 	}
-	return egress_apply_resolved(c, id, p, res, err);
+	return apply_resolved_at(c, id, ip, p, res, err);
 }
 
 int egress_apply_resolved(const struct net_config *c, const char *id, const struct sbx_egress *p,
 			  const struct dns_addrs *res, sbx_err *err)
 {
+	return apply_resolved_at(c, id, NULL, p, res, err);
+}
+
+/* at: the sandbox's address when the caller knows it (a start that just
+ * made the network), else it is looked up in the map */
+static int apply_resolved_at(const struct net_config *c, const char *id, const char *at, const struct sbx_egress *p,
+			     const struct dns_addrs *res, sbx_err *err)
+{
 	char ip[16];
 	char *rs;
 	int rc;
 
-	if (net_sandbox_ip(c, id, ip, err) < 0)
+	if (at && strlen(at) < sizeof(ip))
+		snprintf(ip, sizeof(ip), "%s", at);
+	else if (net_sandbox_ip(c, id, ip, err) < 0)
 		return sbx_err_ctx(err, "egress %s", sbx_egress_mode_name(p->mode));
 	rs = egress_ruleset(id, ip, p, res, err);
 	if (!rs)

@@ -17,6 +17,10 @@
  * allows nothing until it does. On failure the policy in force before stays
  * (deny_all for a new sandbox). */
 int egress_apply(const struct net_config *c, const char *sandbox_id, const struct sbx_egress *p, sbx_err *err);
+/* The same for a sandbox whose address the caller knows (ip; NULL: looked
+ * up in the map, as egress_apply does). */
+int egress_apply_at(const struct net_config *c, const char *sandbox_id, const char *ip, const struct sbx_egress *p,
+		    sbx_err *err);
 
 /* The same with the hostnames already resolved: res[i] for p->allow[i]
  * (only hostname entries are read; NULL: none resolved). */

@@ -49,9 +49,12 @@ int net_sandbox_destroy(const struct net_config *c, const char *sandbox_id, sbx_
 /* net_sandbox_destroy in the uplink the network was made in (made_in; ""
  * is the host's, NULL: not recorded, the node's current one), which is not
  * the node's now when an operator changed net_uplink_netns since: the
- * rules of a sandbox made before live in the old uplink's table. */
+ * rules of a sandbox made before live in the old uplink's table. ip: the
+ * address the create gave it (NULL: not recorded): then nothing is listed
+ * (its cost does not grow with the node's sandboxes), unless the table
+ * says the address is another's. */
 int net_sandbox_destroy_made_in(const struct net_config *c, const char *sandbox_id, const char *made_in,
-				sbx_err *err);
+				const char *ip, sbx_err *err);
 
 /* Ids of sandboxes that have any network leftovers (netns, veth, nft chain or
  * map element), found by listing each independently. *ids is a malloc'd

@@ -116,7 +116,7 @@ int nomad_net_unwire(const struct sandbox_node_cfg *c, const char *id, sbx_err *
 	/* in the uplink it was made in, as a local sandbox's (sandbox.c); the
 	 * network first: the note is what finds it again after a failure */
 	recorded = note_read2(c, id, alloc, sizeof(alloc), up, sizeof(up)) == 1;
-	if (net_sandbox_destroy_made_in(c->net, id, recorded ? up : NULL, err) < 0)
+	if (net_sandbox_destroy_made_in(c->net, id, recorded ? up : NULL, NULL, err) < 0)
 		return -1;
 	note_path(c, id, p, sizeof(p));
 	if (unlink(p) < 0 && errno != ENOENT)

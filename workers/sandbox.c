@@ -338,18 +338,51 @@ int sandbox_connect(const struct sandbox_node_cfg *c, const char *id, int timeou
 
 /* ---- teardown ------------------------------------------------------------------ */
 
+/* The address the network got, kept beside the sandbox (net-ip) so that
+ * destroy need not list the node's table to find it (net.h). */
+static void net_ip_write(const struct sandbox_paths *p, const char *ip)
+{
+	char path[600];
+	FILE *f;
+
+	sub_path(p, "net-ip", path, sizeof(path));
+	f = fopen(path, "we");
+	if (!f || fprintf(f, "%s\n", ip) < 0)
+		log_warnx("sandbox %s: cannot keep its address in %s (destroy will list the table)", p->dir, path);
+	if (f)
+		fclose(f);
+}
+
+static void net_ip_read(const struct sandbox_paths *p, char ip[16])
+{
+	char path[600];
+	FILE *f;
+
+	ip[0] = '\0';
+	sub_path(p, "net-ip", path, sizeof(path));
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (!fgets(ip, 16, f))
+		ip[0] = '\0';
+	ip[strcspn(ip, "\n")] = '\0';
+	fclose(f);
+}
+
 /* The network goes from the uplink it was made in (sandbox.json records
  * it): net_sandbox_destroy_made_in. */
 static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
 				  sbx_err *err)
 {
-	char path[600];
+	char path[600], ip[16];
 	json_t *j;
 	int rc;
 
 	sub_path(p, "sandbox.json", path, sizeof(path));
 	j = json_load_file(path, 0, NULL);
-	rc = net_sandbox_destroy_made_in(c->net, id, json_string_value(json_object_get(j, "uplink_netns")), err);
+	net_ip_read(p, ip);
+	rc = net_sandbox_destroy_made_in(c->net, id, json_string_value(json_object_get(j, "uplink_netns")),
+					 ip[0] ? ip : NULL, err);
 	json_decref(j);
 	return rc;
 }
@@ -599,11 +632,12 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step_to(&k, "network");
 	if (net_sandbox_create(c->net, s->id, &ns, err) < 0)
 		goto fail;
+	net_ip_write(&p, ns.ip);
 	/* fail closed: a policy that cannot be installed fails the start */
 	step_to(&k, "egress");
 	if (write_resolv_conf(&p, ns.gw, err) < 0)
 		goto fail;
-	if (s->egress && egress_apply(c->net, s->id, s->egress, err) < 0)
+	if (s->egress && egress_apply_at(c->net, s->id, ns.ip, s->egress, err) < 0)
 		goto fail;
 	step_to(&k, "bundle");
 	if (oci_write_bundle(c, s, &p, lower, image_env, key_hex, err) < 0)

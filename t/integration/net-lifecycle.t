@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$SBX_REPO/t/net/net-lib.sh"
 
-plan 24
+plan 32
 
 net_world || bail "cannot build the test namespaces"
 
@@ -32,6 +32,36 @@ is "$(leftovers "$A")" "" "no netns, veth, nft chain or element, neighbour entry
 netctl destroy "$A"; ok $? "destroying A again succeeds (idempotent)"
 is "$(netlist)" "" "net_list finds nothing"
 like "$(in_up nft list chain inet sbx forward)" "vmap @sandboxes" "the node's base chains are untouched"
+
+# ---- destroy told the address (a node's destroy reads it from net-ip):
+# nothing is listed, and a wrong address never touches another sandbox
+A2=$(tid 11)
+B2=$(tid 12)
+X2=$(tid 13)
+read -r _ _ IPA2 _ <<< "$(netctl create "$A2")"
+read -r _ _ IPB2 _ <<< "$(netctl create "$B2")"
+read -r _ _ IPX2 _ <<< "$(netctl create "$X2")"
+netctl apply "$B2" open > /dev/null # B2 in the NAT set too
+b2_before=$(leftovers "$B2")
+# the commands it runs (strace): no `nft list`, no `ip neigh show`
+lists() { grep -cE 'execve\("[^"]*/(nft|ip)", \[[^]]*"(list|show)"' "$1"; }
+out=$(strace -f -qq -e trace=execve -s 64 -o "$T_TMP/st-a2" "$NETCTL_BIN" -u "$UP" -b "$BR" -s "$SUBNET" \
+	destroy-at "$A2" "$IPA2" 2>&1); rc=$?
+is "$rc|$(leftovers "$A2")|$out|$(lists "$T_TMP/st-a2")" "0|||0" \
+	"destroy with its address: nothing of it is left, and nothing was listed"
+out=$(strace -f -qq -e trace=execve -s 64 -o "$T_TMP/st-x2" "$NETCTL_BIN" -u "$UP" -b "$BR" -s "$SUBNET" \
+	destroy-at "$X2" "$IPB2" 2>&1); rc=$?
+is "$rc|$(leftovers "$X2")" "0|" "destroy told another sandbox's address still removes all of its own"
+ok '[ "$(lists "$T_TMP/st-x2")" -gt 0 ]' "...by listing the table (the check of the address is seen failing)"
+like "$out" "listing instead" "...having found out from the table that the address was not its"
+is "$(leftovers "$B2")" "$b2_before" "...and the other sandbox keeps its element, chains and neighbour entry"
+like "$(in_up nft list set inet sbx nat4)" "$IPB2" "...and its NAT membership"
+C2=$(tid 14)
+read -r _ _ IPC2 _ <<< "$(netctl create "$C2")"
+out=$(netctl destroy-at "$C2" "$IPA2" 2>&1); rc=$?
+is "$rc|$(leftovers "$C2")" "0|" "destroy told a free address (not its own) removes all of its own too"
+netctl destroy "$B2"
+is "$(leftovers "$B2")" "" "the other sandbox is destroyed normally after"
 
 # ---- failure in the middle undoes, and only what it made
 C=$(tid 3)

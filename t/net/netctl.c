@@ -1,7 +1,9 @@
 /* Test driver for workers/net.c (t/integration/net-*.t):
  *   netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] [-i INTERNAL_RANGES]
- *          setup|create ID|destroy ID|list|apply ID MODE [ENTRY...]
- * create prints "NETNS VETH IP MAC"; list prints one id a line; apply puts
+ *          setup|create ID|destroy ID|destroy-at ID IP|list|apply ID MODE [ENTRY...]
+ * create prints "NETNS VETH IP MAC"; destroy-at is destroy told the address
+ * (as a node's destroy is, from the sandbox's net-ip); list prints one id a
+ * line; apply puts
  * an egress policy in force (workers/egress.c). Errors go to
  * stderr, once, and the exit status is 1. */
 #include "config.h"
@@ -16,7 +18,7 @@
 static int usage(void)
 {
 	fprintf(stderr, "usage: netctl [-b BRIDGE] [-s SUBNET] [-u UPLINK_NETNS] "
-			"setup|create ID|destroy ID|list|apply ID MODE [ENTRY...]\n");
+			"setup|create ID|destroy ID|destroy-at ID IP|list|apply ID MODE [ENTRY...]\n");
 	return 2;
 }
 
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
 			printf("%s %s %s %s\n", s.netns, s.veth_host, s.ip, s.mac);
 	} else if (strcmp(argv[0], "destroy") == 0 && argc == 2) {
 		rc = net_sandbox_destroy(&c, argv[1], &err);
+	} else if (strcmp(argv[0], "destroy-at") == 0 && argc == 3) {
+		rc = net_sandbox_destroy_made_in(&c, argv[1], NULL, argv[2], &err);
 	} else if (strcmp(argv[0], "list") == 0 && argc == 1) {
 		char **ids;
 		size_t n;
