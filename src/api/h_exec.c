@@ -362,10 +362,11 @@ static bool on_output(struct exec_run *x, int which, const char *d, size_t n)
 		}
 		if (buf_add(&x->out[which], d, n > room ? room : n) < 0)
 			kill_op(x);
-		/* no credit past the cap: the command blocks on its output until
-		 * the kill lands, so nothing after it runs */
-		if (!x->killed)
-			grant(x, n);
+		/* the kill goes out before this credit (kill_op above), on the
+		 * same ordered path: all the credit granted before it is the
+		 * cap + WINDOW at most, and what comes after is read only to
+		 * drain (sbx-init sends EXIT once the pipes are read) */
+		grant(x, n);
 		return true;
 	}
 	{

@@ -150,9 +150,10 @@ rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 is "$(rt_collect "$T/frames" stdout | sha256sum | cut -d' ' -f1)" "$sum_in" "SSE: 1 MiB of random bytes byte-exact"
 
 # --- the JSON cap: 16 MiB per stream, truncated, the command killed
-# 40 MB: more than the cap, the credit window (4 MiB, h_exec.c) and the
-# pipes hold, so the writer is blocked when the kill comes (no credit is
-# granted past the cap)
+# 40 MB: more than the credit granted before the kill (the cap + the 4 MiB
+# window, h_exec.c) and the pipes hold, so the command cannot finish before
+# the kill: later credit follows the kill on the same ordered path (20 MB
+# fit: run 1 of a 5-run saw touch run)
 exec_req nginx '{"cmd":"head -c 40000000 /dev/zero | tr \"\\000\" a; touch /tmp/not-killed; sleep 200","timeout_seconds":120}'
 is "$STATUS" 200 "40 MB to a JSON exec answers 200"
 is "$(j .data.truncated)" true "JSON answer over the cap says truncated: true"
