@@ -335,7 +335,14 @@ ch_node_ids() {
 			b=$(cat "$f" 2> /dev/null)
 			[[ $b == "$d"* ]] && { b=${b#"$d"}; echo "${b%%/*}"; }
 		done
-		for n in /run/netns/sbx-*; do [ -e "$n" ] && ! sb_foreign "${n#/run/netns/sbx-}" && echo "${n#/run/netns/sbx-}"; done
+		# not another stack's, nor the net-*.t files' own (t/net/net-lib.sh
+		# tid: 7e57..., made by netctl while a second stack runs chaos:
+		# CI at 4e2fbaa counted one as an orphan); zz-leftovers, which runs
+		# after them, still looks at those
+		for n in /run/netns/sbx-*; do
+			[ -e "$n" ] && [[ ${n#/run/netns/sbx-} != 7e57* ]] && ! sb_foreign "${n#/run/netns/sbx-}" &&
+				echo "${n#/run/netns/sbx-}"
+		done
 	} | grep -E '^[0-9a-f]{24}$' | sort -u
 }
 
