@@ -259,6 +259,12 @@ void reap_orphans(struct node *n, bool at_start)
 						log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
 						idle_ready(s, true);
 					}
+				} else if (s && sbx_sb_status_parse(rst) == SBX_SB_STARTING) {
+					/* started here, its ready not recorded yet: the
+					 * record names the placement already (CI at
+					 * f4c6932: a pass in that gap removed a sandbox
+					 * the provisioner then recorded ready) */
+					keep = true;
 				}
 			} else if (s && !strcmp(rid, s->sandbox_id) && sbx_sb_status_parse(rst) == SBX_SB_STARTING) {
 				keep = true;
