@@ -3,7 +3,7 @@
 noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
 	workers/host.c workers/host.h \
-	workers/net.c workers/net_node.c workers/net.h workers/net_int.h workers/net_list.c \
+	workers/net.c workers/net_run.c workers/net_node.c workers/net.h workers/net_int.h workers/net_list.c \
 	workers/egress.c workers/egress.h \
 	workers/dns.c workers/dns.h \
 	workers/disk.c workers/disk.h \

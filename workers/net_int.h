@@ -38,8 +38,12 @@ static inline void buf_freep(struct buf *b) { free(b->s); }
 #define cleanup_buf _cleanup_(buf_freep)
 void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Runs argv (ip or nft) in netns (NULL: ours) with input on stdin; a
- * non-zero exit is an error naming the command. */
+/* Runs argv (ip or nft) in netns (NULL: ours) with input on stdin, all of
+ * the output kept (net_run.c); < 0 only when it could not run it. */
+int net_run(const char *netns, const char *const argv[], const char *input, struct host_out *o, sbx_err *err);
+/* The first line of a command's stderr, for error messages. */
+const char *first_line(const char *s, char *buf, size_t len);
+/* Like net_run, but a non-zero exit is an error naming the command. */
 int net_run_ok(const char *netns, const char *const argv[], const char *input, struct host_out *o, sbx_err *err);
 /* The uplink namespace's name, NULL for the host's. */
 const char *uplink(const struct net_config *c);
