@@ -535,25 +535,31 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * volume is mounted on the host), start-runsc (runsc runs the container);
  * pause.c's pause-checkpoint, pause-saved, resume-restore and
  * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen;
- * destroy-begin (a destroy process, before it takes anything down). */
-void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
+ * destroy-begin (a destroy process, before it takes anything down); the
+ * provisioner's provision-ready is in provisioner.c. */
+void fault_point(bool on, const char *state_dir, const char *point, const char *id)
 {
 	char path[700], pid[24];
 	cleanup_close int fd = -1;
 	int n;
 
-	if (!c->fault_points)
+	if (!on || !state_dir || !*state_dir)
 		return;
-	snprintf(path, sizeof(path), "%s/faults/%s.armed", c->state_dir, point);
+	snprintf(path, sizeof(path), "%s/faults/%s.armed", state_dir, point);
 	if (access(path, F_OK) < 0)
 		return;
-	snprintf(path, sizeof(path), "%s/faults/%s.%s.pid", c->state_dir, point, id);
+	snprintf(path, sizeof(path), "%s/faults/%s.%s.pid", state_dir, point, id);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	n = snprintf(pid, sizeof(pid), "%d\n", (int)getpid());
 	if (fd < 0 || write(fd, pid, (size_t)n) != n)
 		return;
 	log_info("sandbox %s: fault point %s: pid %d stops here", id, point, (int)getpid());
 	raise(SIGSTOP);
+}
+
+void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id)
+{
+	fault_point(c->fault_points, c->state_dir, point, id);
 }
 
 int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, sbx_err *err)

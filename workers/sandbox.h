@@ -121,6 +121,9 @@ long sandbox_oom_kills(const char *id);
  * state_dir/faults/POINT.armed present, the caller writes its pid to
  * faults/POINT.ID.pid and stops itself (SIGSTOP). */
 void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, const char *id);
+/* The same for a process without a node's config (the provisioner): on is
+ * the setting fault_points, state_dir the setting state_dir. */
+void fault_point(bool on, const char *state_dir, const char *point, const char *id);
 /* Memory pause (pause.c): sbx-init closes its channel (gVisor cannot save a
  * socket bound to the host), runsc checkpoints the container into
  * checkpoint/ in its directory and the container is removed; disk, mounts

@@ -118,7 +118,7 @@ const struct sbx_setting sbx_settings[] = {
 	{ "sandbox_nproc", SBX_ST_INT, "2048", 16, 1000000, R, WRK,
 	  "processes a sandbox may have (RLIMIT_NPROC inside: fork fails, the sandbox lives)" },
 	{ "fault_points", SBX_ST_BOOL, "false", 0, 0, R, WRK,
-	  "test hook: a node's start process stops itself (SIGSTOP) at a point armed by a file "
+	  "test hook: a node's start process (or a provisioner) stops itself (SIGSTOP) at a point armed by a file "
 	  "state_dir/faults/POINT.armed, so a test can kill it exactly there (doc/testing.md); "
 	  "off in production" },
 	{ "sandbox_pids_max", SBX_ST_INT, "16384", 64, 4194304, R, WRK,

@@ -13,6 +13,8 @@
 #     the start process stops itself at an armed fault point (setting
 #     fault_points, doc/testing.md) and is killed, so the kill never races
 #     the create.
+# Then f) the API child dies while a start is held, g) a destroy asked
+# twice, h) a provisioner held before it records ready.
 # The create answers 503 with the record failed (with a reason), or 201 with
 # a ready, usable sandbox when the kill came after the work was done; never
 # a 'starting' record. For a worker role the master restarts the killed
@@ -271,6 +273,50 @@ for f in "$SB_STATE/faults/destroy-begin".*.pid; do
 	[ -e "$f" ] && kill -CONT "$(cat "$f")" 2> /dev/null # anything else it held
 done
 rm -f "$SB_STATE/faults/destroy-begin".*
+
+# h) A provisioner held between the node's answer (the sandbox runs, its
+# record names the placement and still says starting) and its UPDATE to
+# ready (fault point provision-ready), for longer than two of the node's
+# orphan passes (reaper_interval): the node keeps the sandbox, and once the
+# provisioner goes on the create answers 201 and the sandbox runs commands.
+# Before (CI at f4c6932), an orphan pass in that gap removed the sandbox and
+# the record then said ready: its execs failed.
+T_SECTION=h-provision-ready
+rm -f "$SB_STATE/faults/provision-ready".*
+touch "$SB_STATE/faults/provision-ready.armed"
+curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
+	-H 'Content-Type: application/json' \
+	-d '{"name":"it-crash-h","specs":{"memory":256,"disk":1}}' \
+	-o "$T_TMP/body.h" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.h" 2> /dev/null &
+cpid=$!
+pheld() { compgen -G "$SB_STATE/faults/provision-ready.*.pid" > /dev/null; }
+wait_until $((RPC_TIMEOUT - 4)) pheld
+ok $? "a provisioner stopped at the provision-ready point"
+rm -f "$SB_STATE/faults/provision-ready.armed"
+pfile=$(compgen -G "$SB_STATE/faults/provision-ready.*.pid" | head -n1)
+hid=${pfile##*/provision-ready.}
+hid=${hid%.pid}
+provpid=$(cat "$pfile" 2> /dev/null)
+sb_track "$hid"
+hplace=$(sb_db "$hid" placement_id)
+is "$(sb_db "$hid" status)" starting "...its record still says starting"
+like "$hplace" '^[0-9a-f]{24}$' "...and names the placement the node started ($hplace)"
+is "$(sb_missing "$hid")" "" "...which runs, complete, on the node"
+# the hold must end before the API gives up on the provisioner (rpc_timeout)
+sleep $((2 * REAPER_INTERVAL + 1))
+is "$(sb_missing "$hid")" "" "two orphan passes later nothing of it is missing"
+kill -CONT "$provpid" 2> /dev/null
+ok $? "the provisioner goes on"
+wait "$cpid"
+is "$(cat "$T_TMP/code.h") $(jq -r '.data.status // empty' "$T_TMP/body.h" 2> /dev/null) $(sb_db "$hid" status)" \
+	"201 ready ready" "the create answers 201 ready, and the record says ready"
+is "$(rt_sh "$hid" 'echo alive')" alive "...and the sandbox runs a command"
+req nginx DELETE "/sandboxes/$hid"
+is "$STATUS $(sb_leftovers "$hid")" "204 " "its DELETE leaves nothing"
+for f in "$SB_STATE/faults/provision-ready".*.pid; do
+	[ -e "$f" ] && kill -CONT "$(cat "$f")" 2> /dev/null # anything else it held
+done
+rm -f "$SB_STATE/faults/provision-ready".*
 
 # After all of them: a create works again end to end.
 T_SECTION=after
