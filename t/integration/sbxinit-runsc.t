@@ -71,6 +71,11 @@ ok $? "sbx-init's socket appears in the host directory (--host-uds=create)"
 ready_ms=$((($(date +%s%N) - start) / 1000000))
 diag "run --detach to channel socket: ${ready_ms} ms"
 
+# The socket file is there once sbx-init has bound it, which is before it
+# listens: a connect in between is refused (run 4 of 5 of a --repeat saw
+# it). The node agent retries until its deadline (sandbox_connect); so do we.
+ping_ok() { [ "$("$CTL" "$SOCK" ping 2>&1)" = pong ]; }
+wait_until 10 ping_ok
 out=$("$CTL" "$SOCK" ping 2>&1)
 is "$out" pong "the host connects and PING/PONG works"
 
