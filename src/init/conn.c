@@ -89,7 +89,13 @@ void conn_flush(struct conn *c)
 		conn_kill(c, n < 0 ? strerror(errno) : "short write");
 		return;
 	}
-	int want = buf_pending(&c->out) > 0;
+	/* Congested, EPOLLOUT stays armed even with nothing left to send: only
+	 * its handler (main.c) lifts the congestion and serves the processes
+	 * again. A flush from elsewhere (a PONG, a STARTED) that sent the rest
+	 * used to disarm it, and then no output was read again on this
+	 * connection: every command of the sandbox hung (seen once in a
+	 * 5-run repeat of runtime-exec.t's 40 MB exec). */
+	int want = buf_pending(&c->out) > 0 || c->congested;
 	if (want != c->want_out) {
 		ep_mod(c->fd, &c->w, EPOLLIN | (want ? EPOLLOUT : 0));
 		c->want_out = want;

@@ -530,6 +530,8 @@ int main(int argc, char **argv)
 					if (!c->dead && c->congested && buf_pending(&c->out) < OUT_HIGH) {
 						c->congested = 0;
 						procs_of_conn_service(c);
+						/* EPOLLOUT only while something waits */
+						conn_flush(c);
 					}
 				}
 				if (!c->dead && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
