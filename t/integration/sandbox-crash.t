@@ -19,7 +19,6 @@
 # a ready, usable sandbox when the kill came after the work was done; never
 # a 'starting' record. For a worker role the master restarts the killed
 # child (new pid, log line); for a start process the node agent lives on.
-# test: any stack
 . "$(dirname "$0")/lib.sh"
 
 t_require --root "runsc, kill of the stack's worker" runsc nft ip jq
