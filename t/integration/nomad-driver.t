@@ -114,6 +114,7 @@ T_SECTION=setup
 nc_tls
 ok $? "a private CA, a server and a client certificate"
 nd_start || bail "the test's dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
+nd_pull "$REGISTRY/sbx/templates/debian-12:latest" || bail "the test's dockerd could not pull the debian-12 template"
 nc_start
 [ -n "$NC_PORT" ]
 ok $? "the contract server listens on 127.0.0.1:$NC_PORT"

@@ -94,6 +94,8 @@ eg_use_world; r=$?; ok $r "the node agent runs its network in the test uplink $E
 eg_org it-nomad-net
 nd_start
 ok $? "the test's dockerd runs (runsc registered as a runtime)" || bail "dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
+REGISTRY=$(conf_get registry_url)
+nd_pull "${REGISTRY#*://}/sbx/templates/debian-12:latest" || bail "the test's dockerd could not pull the debian-12 template"
 nc_start
 ok $? "the contract server listens, its client runs CNI from $SBX_BUILD/workers with the network sbx" ||
 	bail "no contract server"

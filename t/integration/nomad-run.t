@@ -72,6 +72,7 @@ RT_MARK=$(log_mark)
 T_SECTION=setup
 nd_start
 ok $? "the test's dockerd runs (runsc registered as a runtime)" || bail "dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
+nd_pull "$REGISTRY/sbx/templates/debian-12:latest" || bail "the test's dockerd could not pull the debian-12 template"
 nc_start
 ok $? "the contract server listens on 127.0.0.1:$NC_PORT, its client runs tasks through that dockerd" ||
 	bail "no contract server"

@@ -28,6 +28,16 @@ EOF2
 	wait_until 60 dk info > /dev/null 2>&1
 }
 
+# nd_pull IMAGE: the image in the test's engine before the first create, as
+# on a Nomad client that ran it before. The engine is new in every run (its
+# data dir goes with nd_stop), and a cold pull of a template under load took
+# more than start_timeout: the create failed with "allocation pending" (run
+# 1 of a 3-run repeat), which said nothing of the driver. A cold pull's own
+# failure is tested by the contract server's task_fail mode.
+nd_pull() {
+	timeout 180 /usr/bin/docker -H "unix://$ND_DIR/docker.sock" pull -q "$1" > /dev/null 2>&1
+}
+
 nd_leftovers() {
 	[ -n "$ND_DIR" ] || return 0
 	dk ps -aq --filter label=sbx-nomad-contract=1 2> /dev/null
