@@ -129,6 +129,16 @@ stop_pidfile() {
 	rm -f "$S/run/$1.pid"
 }
 
+# loops_under DIR: the loop devices (loopN) whose backing file is under DIR/.
+loops_under() {
+	local x
+	for x in /sys/block/loop*/loop/backing_file; do
+		[ -r "$x" ] && [[ $(cat "$x" 2>/dev/null) == "$1/"* ]] || continue
+		x=${x#/sys/block/}
+		echo "${x%%/*}"
+	done
+}
+
 # port_busy PORT: something listens on 127.0.0.1:PORT (or the wildcard).
 port_busy() {
 	[ -n "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
