@@ -60,11 +60,16 @@ t_show_last() {
 t_result() {
 	local pass=$1 msg=$2
 	T_N=$((T_N + 1))
+	# SBX_TEST_TIMES=1 (scripts/test sets it): each point ends with the
+	# second since the file began, as a comment, so the logs show where a
+	# file's time goes
+	local at=
+	[ "${SBX_TEST_TIMES:-0}" != 1 ] || at=" # at ${SECONDS}s"
 	if [ "$pass" = 1 ]; then
-		echo "ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg"
+		echo "ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg$at"
 		return 0
 	fi
-	echo "not ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg"
+	echo "not ok $T_N - ${T_SECTION:+[$T_SECTION] }$msg$at"
 	T_FAILED=$((T_FAILED + 1))
 	return 1
 }
