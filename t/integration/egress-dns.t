@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Hostnames in a restricted allow list: the node resolves them (at the
 # resolver the test runs on its test host, net_resolver) and allows exactly
 # those addresses; GET shows them (egress.resolved). Inside the sandbox,

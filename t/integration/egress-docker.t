@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # A host that also runs the Docker engine sets iptables' FORWARD policy to
 # DROP. In the test uplink (egresslib.sh) the test sets exactly that (with
 # iptables, in that namespace only): an open sandbox's traffic is then

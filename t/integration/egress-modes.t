@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Egress modes at create, through the public API, with real traffic from
 # inside gVisor sandboxes to test hosts in network namespaces (egresslib.sh:
 # nothing can leave the machine):

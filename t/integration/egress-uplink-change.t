@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # An operator moves the node's network (net_uplink_netns, and a SIGHUP) while
 # sandboxes run: each sandbox's network stays where it was made, and its
 # destroy takes it down there (sandbox.json records the uplink), not in the
@@ -17,12 +18,13 @@
 
 plan 14
 
-# host_nft_of ID: what the host's sbx table, links and netns hold of it
+# host_nft_of ID: what the host's sbx table, links and netns hold of it (on
+# a stack whose network has a namespace of its own, that namespace's: sb_up)
 host_nft_of() {
 	local id
 	id=$(sb_place "$1")
-	nft list table inet sbx 2> /dev/null | grep -q "$id" && echo -n "chain-or-element "
-	ip -o link show | grep -q "sbxh${id:0:9}" && echo -n "veth "
+	sb_up nft list table inet sbx 2> /dev/null | grep -q "$id" && echo -n "chain-or-element "
+	sb_up ip -o link show | grep -q "sbxh${id:0:9}" && echo -n "veth "
 	[ -e "/run/netns/sbx-$id" ] && echo -n "netns "
 	echo
 }

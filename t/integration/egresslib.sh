@@ -82,8 +82,14 @@ eg_reload() {
 
 # eg_use_world: the worker's node agent builds its network in $EUP (the
 # agent that stops takes its warm pool members down in its own network).
+# On a stack whose network has a namespace of its own already (scripts/test's
+# other stacks: net_uplink_netns = sbxstackK), that line is commented out
+# for the length of the test (a setting given twice is refused) and
+# eg_leave_world puts it back: "the host" below is then that namespace.
+EG_UPLINK_OFF="#egress-test-off# "
 eg_use_world() {
 	cp -p "$SBX_CONF" "$T_TMP/conf.orig"
+	sed -i "s/^\([[:space:]]*net_uplink_netns[[:space:]]*=\)/$EG_UPLINK_OFF\1/" "$SBX_CONF"
 	printf '%s\nnet_uplink_netns = %s\n%s\nnet_resolver = 192.0.2.10\n' "$EG_CONF_MARK" "$EUP" "$EG_CONF_MARK" \
 		>> "$SBX_CONF"
 	EG_CONF_TOUCHED=1
@@ -91,10 +97,12 @@ eg_use_world() {
 }
 
 # eg_leave_world: the worker's config as it was, and a reload (the node
-# agent builds its network on the host again).
+# agent builds its network on the host, or in its stack's own namespace,
+# again).
 eg_leave_world() {
 	[ $EG_CONF_TOUCHED = 1 ] || return 0
 	conf_unmark "$EG_CONF_MARK"
+	sed -i "s/^$EG_UPLINK_OFF//" "$SBX_CONF"
 	EG_CONF_TOUCHED=0
 	eg_reload
 }
