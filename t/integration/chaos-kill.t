@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack, slow
+# test: any stack, heavy
 # Chaos under a light load (issue 8). Two client loops run create -> exec ->
 # file put -> file get -> delete through nginx while, in turn, an sbx-api
 # child (one serving a request), the worker's provisioner, its node agent,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack, slow
+# test: any stack, heavy
 # Streamed exec, tested causally (DESIGN.md "Tests and network safety"):
 #  - a command prints A, then waits for a file only the test creates (with a
 #    second exec) after it has received A; then prints B. Any buffering on

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, heavy
 # Snapshots (API.md "Snapshots", issue 12):
 #  - POST /sandboxes/{id}/snapshots answers 202 with the Snapshot object
 #    (creating), field by field; the sandbox stays usable; the snapshot

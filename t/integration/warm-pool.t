@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, heavy
 # The warm pool (issue 10, workers/pool.c): the node keeps warm_pool_size
 # sandboxes of each template started ahead with the default specs, listed
 # in the warm_pool table; no record points at them.
