@@ -59,7 +59,9 @@ for mode in $MODES; do
 	req $mode GET "/sandboxes/$id/wait?timeout=30"
 	ms=$(ms_since "$t0")
 	is "$STATUS $(j .data.status)" "200 ready" "wait: 200 ready"
-	ok "[ $ms -lt 3000 ]" "wait: a ready sandbox answers at once (${ms} ms)"
+	# at once: not after its timeout (30 s); half of it is the bound, not a
+	# time a loaded machine may miss
+	ok "[ $ms -lt 15000 ]" "wait: a ready sandbox answers at once, without waiting out its timeout (${ms} ms)"
 
 	# ---- inside ----
 	out=$(sb_exec "$id" 'printf "%s" "$SBX_T_VAR"')
