@@ -105,6 +105,10 @@ static json_t *do_provision(struct prov *p, const char *id)
 	}
 	sandbox_rec_free(&rec);
 	log_info("sandbox %s: ready on node %s (placement %s)", id, pl.node_id, pl.placement_id);
+	/* a test kills the provisioner here (ready recorded, no answer sent):
+	 * the redelivery finds the record no longer starting, and the API
+	 * must answer with the ready sandbox (sandbox-crash.t i) */
+	fault_point(p->fault_points, p->state_dir, "provision-answer", id);
 	return json_pack("{s:b, s:s, s:s}", "ok", 1, "node_id", pl.node_id, "container_id", pl.container_id);
 }
 

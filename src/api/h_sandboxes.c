@@ -513,12 +513,36 @@ static int spend_limit_reached(struct api_req *r, sbx_err *err)
 	return 1;
 }
 
-static void mark_failed(struct api_req *r, const char *id, const char *reason)
+/* 1: the record went from starting to failed; 0: it was no longer
+ * starting; -1: the database failed (the reaper will). */
+static int mark_failed(struct api_req *r, const char *id, const char *reason)
 {
 	sbx_err err = SBX_ERR_INIT;
+	int rc = sbx_sandbox_fail_start(&r->ctx->db, id, r->org.org_id, reason, &err);
 
-	if (sbx_sandbox_fail_start(&r->ctx->db, id, r->org.org_id, reason, &err) < 0)
+	if (rc < 0)
 		log_warnx("sandbox %s: could not record failure (%s); the reaper will", id, err.msg);
+	return rc;
+}
+
+/* A create whose provisioner failed it, but whose record was no longer
+ * starting: a provisioner recorded it ready and died before it answered,
+ * and the message's redelivery found it "no longer starting". The answer
+ * says what the record says: the ready sandbox, 201 (not a 503 for a
+ * sandbox that runs). Returns 1 when it answered. */
+static int answer_if_ready(struct api_req *r, const char *id)
+{
+	sbx_err err = SBX_ERR_INIT;
+	json_t *s = load_sandbox(r, id, &err);
+	const char *st = s ? json_string_value(json_object_get(s, "status")) : NULL;
+
+	if (!st || strcmp(st, "ready")) {
+		json_decref(s);
+		return 0;
+	}
+	log_info("sandbox %s: ready, though its provisioner's answer said otherwise", id);
+	api_send_data(r, 201, "Sandbox created", s);
+	return 1;
 }
 
 /* The create; *leased names the record whose lease it took (the caller lets
@@ -618,7 +642,8 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 			else
 				snprintf(reason, sizeof(reason), "%s", err.http == 504 ? "no provisioner answered in time"
 										     : "the work queue is unavailable");
-			mark_failed(r, id, reason);
+			if (mark_failed(r, id, reason) == 0 && answer_if_ready(r, id))
+				return;
 			sbx_err_set(&err, 503, "provisioning_failed", "Provisioning failed: %s",
 				    malformed ? "malformed reply" : reason);
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));

@@ -318,6 +318,43 @@ for f in "$SB_STATE/faults/provision-ready".*.pid; do
 done
 rm -f "$SB_STATE/faults/provision-ready".*
 
+# i) The provisioner dies after it recorded the sandbox ready, before it
+# answered (held at provision-answer, then SIGKILLed): RabbitMQ gives the
+# message to the restarted provisioner, which finds the record no longer
+# starting and says so. The create still answers 201 with the ready
+# sandbox, as the record says, not a 503 for a sandbox that runs (seen in
+# run 4 of a 5-run repeat, when c-provisioner's kill came just after the
+# ready).
+T_SECTION=i-provision-answer
+rm -f "$SB_STATE/faults/provision-answer".*
+touch "$SB_STATE/faults/provision-answer.armed"
+curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
+	-H 'Content-Type: application/json' \
+	-d '{"name":"it-crash-i","specs":{"memory":256,"disk":1}}' \
+	-o "$T_TMP/body.i" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.i" 2> /dev/null &
+cpid=$!
+aheld() { compgen -G "$SB_STATE/faults/provision-answer.*.pid" > /dev/null; }
+wait_until $((RPC_TIMEOUT - 4)) aheld
+ok $? "a provisioner stopped at the provision-answer point"
+rm -f "$SB_STATE/faults/provision-answer.armed"
+pfile=$(compgen -G "$SB_STATE/faults/provision-answer.*.pid" | head -n1)
+iid=${pfile##*/provision-answer.}
+iid=${iid%.pid}
+provpid=$(cat "$pfile" 2> /dev/null)
+sb_track "$iid"
+is "$(sb_db "$iid" status)" ready "...its record says ready"
+kill -KILL "$provpid" 2> /dev/null
+ok $? "the provisioner (pid $provpid) is SIGKILLed before it answered"
+wait "$cpid"
+is "$(cat "$T_TMP/code.i") $(jq -r '(.data.id // empty) + " " + (.data.status // empty)' "$T_TMP/body.i" 2> /dev/null) $(sb_db "$iid" status)" \
+	"201 $iid ready ready" "the create answers 201 with the ready sandbox, and the record says ready" ||
+	diag "body: $(head -c 300 "$T_TMP/body.i")"
+is "$(rt_sh "$iid" 'echo alive')" alive "...and the sandbox runs a command"
+req nginx DELETE "/sandboxes/$iid"
+is "$STATUS $(sb_leftovers "$iid")" "204 " "its DELETE leaves nothing"
+rm -f "$SB_STATE/faults/provision-answer".*
+wait_until 15 eval '[ -n "$(worker_pid provisioner)" ] && [ "$(worker_pid provisioner)" != '"$provpid"' ]'
+
 # After all of them: a create works again end to end.
 T_SECTION=after
 sb_create nginx '{"name":"it-crash-after","specs":{"memory":256,"disk":1}}'
