@@ -281,23 +281,33 @@ rm -f "$SB_STATE/faults/destroy-begin".*
 # provisioner goes on the create answers 201 and the sandbox runs commands.
 # Before (CI at f4c6932), an orphan pass in that gap removed the sandbox and
 # the record then said ready: its execs failed.
+# held_create POINT TAG: a create (in the background, pid cpid; its answer
+# in $T_TMP/code.TAG and body.TAG) that a provisioner stops at POINT (armed,
+# then disarmed once it is held): one point, "a provisioner stopped at the
+# POINT point"; HID is the sandbox, PROVPID the stopped provisioner.
+held_create() {
+	local point=$1 tag=$2 pfile
+	rm -f "$SB_STATE/faults/$point".*
+	touch "$SB_STATE/faults/$point.armed"
+	curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
+		-H 'Content-Type: application/json' \
+		-d "{\"name\":\"it-crash-$tag\",\"specs\":{\"memory\":256,\"disk\":1}}" \
+		-o "$T_TMP/body.$tag" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.$tag" 2> /dev/null &
+	cpid=$!
+	wait_until $((RPC_TIMEOUT - 4)) compgen -G "$SB_STATE/faults/$point.*.pid" > /dev/null
+	ok $? "a provisioner stopped at the $point point"
+	rm -f "$SB_STATE/faults/$point.armed"
+	pfile=$(compgen -G "$SB_STATE/faults/$point.*.pid" | head -n1)
+	HID=${pfile##*/"$point".}
+	HID=${HID%.pid}
+	PROVPID=$(cat "$pfile" 2> /dev/null)
+	sb_track "$HID"
+}
+
 T_SECTION=h-provision-ready
-rm -f "$SB_STATE/faults/provision-ready".*
-touch "$SB_STATE/faults/provision-ready.armed"
-curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
-	-H 'Content-Type: application/json' \
-	-d '{"name":"it-crash-h","specs":{"memory":256,"disk":1}}' \
-	-o "$T_TMP/body.h" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.h" 2> /dev/null &
-cpid=$!
-pheld() { compgen -G "$SB_STATE/faults/provision-ready.*.pid" > /dev/null; }
-wait_until $((RPC_TIMEOUT - 4)) pheld
-ok $? "a provisioner stopped at the provision-ready point"
-rm -f "$SB_STATE/faults/provision-ready.armed"
-pfile=$(compgen -G "$SB_STATE/faults/provision-ready.*.pid" | head -n1)
-hid=${pfile##*/provision-ready.}
-hid=${hid%.pid}
-provpid=$(cat "$pfile" 2> /dev/null)
-sb_track "$hid"
+held_create provision-ready h
+hid=$HID
+provpid=$PROVPID
 hplace=$(sb_db "$hid" placement_id)
 is "$(sb_db "$hid" status)" starting "...its record still says starting"
 like "$hplace" '^[0-9a-f]{24}$' "...and names the placement the node started ($hplace)"
@@ -326,22 +336,9 @@ rm -f "$SB_STATE/faults/provision-ready".*
 # run 4 of a 5-run repeat, when c-provisioner's kill came just after the
 # ready).
 T_SECTION=i-provision-answer
-rm -f "$SB_STATE/faults/provision-answer".*
-touch "$SB_STATE/faults/provision-answer.armed"
-curl -sS --cacert "$SBX_CACERT" --max-time $((RPC_TIMEOUT + 30)) -H "$REQ_AUTH" \
-	-H 'Content-Type: application/json' \
-	-d '{"name":"it-crash-i","specs":{"memory":256,"disk":1}}' \
-	-o "$T_TMP/body.i" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.i" 2> /dev/null &
-cpid=$!
-aheld() { compgen -G "$SB_STATE/faults/provision-answer.*.pid" > /dev/null; }
-wait_until $((RPC_TIMEOUT - 4)) aheld
-ok $? "a provisioner stopped at the provision-answer point"
-rm -f "$SB_STATE/faults/provision-answer.armed"
-pfile=$(compgen -G "$SB_STATE/faults/provision-answer.*.pid" | head -n1)
-iid=${pfile##*/provision-answer.}
-iid=${iid%.pid}
-provpid=$(cat "$pfile" 2> /dev/null)
-sb_track "$iid"
+held_create provision-answer i
+iid=$HID
+provpid=$PROVPID
 is "$(sb_db "$iid" status)" ready "...its record says ready"
 kill -KILL "$provpid" 2> /dev/null
 ok $? "the provisioner (pid $provpid) is SIGKILLed before it answered"
