@@ -930,35 +930,49 @@ rt_has() { grep -qE -- "$2" "$1" 2> /dev/null; }
 # prints its frames, one compact JSON object a line. Fails (with the reason
 # on stderr) when a frame is not `data: JSON` + blank line (SSE) or one JSON
 # object a line (NDJSON), or when the body is not UTF-8.
-rt_frames() {
-	python3 - "$1" "$2" << 'PY'
-import json, sys
-raw = open(sys.argv[1], 'rb').read()
-try:
-    text = raw.decode('utf-8')
-except UnicodeDecodeError as e:
-    sys.exit('body is not UTF-8: %s' % e)
-if sys.argv[2] == 'sse':
-    if not text.endswith('\n\n'):
-        sys.exit('SSE body does not end with a blank line')
-    items = text[:-2].split('\n\n')
-    for i in items:
-        if '\n' in i or not i.startswith('data: '):
-            sys.exit('not one data: line per event: %r' % i[:200])
-    items = [i[6:] for i in items]
-else:
-    if not text.endswith('\n'):
-        sys.exit('NDJSON body does not end with a newline')
-    items = text[:-1].split('\n')
-for i in items:
+# RT_FRAMES_PY: python defining frames(PATH, 'sse'|'ndjson'), the frames of
+# a streamed answer as dicts, or ValueError naming what is wrong (also used
+# by runtime-stream.t, which checks 63 answers in one process).
+RT_FRAMES_PY='
+import json
+def frames(path, kind):
+    raw = open(path, "rb").read()
     try:
-        o = json.loads(i)
-    except ValueError:
-        sys.exit('not JSON: %r' % i[:200])
-    if not isinstance(o, dict) or not isinstance(o.get('type'), str):
-        sys.exit('not a frame: %r' % i[:200])
-    print(json.dumps(o, separators=(',', ':')))
-PY
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("body is not UTF-8: %s" % e)
+    if kind == "sse":
+        if not text.endswith("\n\n"):
+            raise ValueError("SSE body does not end with a blank line")
+        items = text[:-2].split("\n\n")
+        for i in items:
+            if "\n" in i or not i.startswith("data: "):
+                raise ValueError("not one data: line per event: %r" % i[:200])
+        items = [i[6:] for i in items]
+    else:
+        if not text.endswith("\n"):
+            raise ValueError("NDJSON body does not end with a newline")
+        items = text[:-1].split("\n")
+    out = []
+    for i in items:
+        try:
+            o = json.loads(i)
+        except ValueError:
+            raise ValueError("not JSON: %r" % i[:200])
+        if not isinstance(o, dict) or not isinstance(o.get("type"), str):
+            raise ValueError("not a frame: %r" % i[:200])
+        out.append(o)
+    return out
+'
+rt_frames() {
+	python3 -c "$RT_FRAMES_PY
+import sys
+try:
+    fs = frames(sys.argv[1], sys.argv[2])
+except ValueError as e:
+    sys.exit(str(e))
+for o in fs:
+    print(json.dumps(o, separators=(',', ':')))" "$1" "$2"
 }
 
 # rt_frames_ok FRAMES_FILE: exactly one final frame (done or error), last.

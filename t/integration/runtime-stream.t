@@ -149,28 +149,18 @@ is "$(rt_sh "$S1" "ps -eo args | grep -c '^head -c 2000000000\$'")" 1 "and its c
 # framing, every frame a JSON object with a type, exactly one final frame
 # (done or error), last, and it is done; end-N in a stdout frame.
 streams_ok() {
-	python3 - "$T" 63 << 'PY'
-import base64, json, sys
+	python3 -c "$RT_FRAMES_PY
+import base64, sys
 d, n = sys.argv[1], int(sys.argv[2])
 good, shown = 0, 0
 for i in range(1, n + 1):
     try:
-        text = open('%s/c%d' % (d, i), 'rb').read().decode('utf-8')
-        if not text.endswith('\n\n'):
-            raise ValueError('SSE body does not end with a blank line')
-        frames = []
-        for item in text[:-2].split('\n\n'):
-            if '\n' in item or not item.startswith('data: '):
-                raise ValueError('not one data: line per event: %r' % item[:200])
-            o = json.loads(item[6:])
-            if not isinstance(o, dict) or not isinstance(o.get('type'), str):
-                raise ValueError('not a frame: %r' % item[:200])
-            frames.append(o)
-        finals = [f for f in frames if f['type'] in ('done', 'error')]
-        if len(finals) != 1 or frames[-1]['type'] != 'done':
-            raise ValueError('%d final frames, the last is %s' % (len(finals), frames[-1]['type']))
+        fs = frames('%s/c%d' % (d, i), 'sse')
+        finals = [f for f in fs if f['type'] in ('done', 'error')]
+        if len(finals) != 1 or fs[-1]['type'] != 'done':
+            raise ValueError('%d final frames, the last is %s' % (len(finals), fs[-1]['type']))
         out = ''.join(base64.b64decode(f['data']).decode('utf-8', 'replace') if f.get('encoding') == 'base64'
-                      else f.get('data', '') for f in frames if f['type'] == 'stdout')
+                      else f.get('data', '') for f in fs if f['type'] == 'stdout')
         if 'end-%d' % i not in out:
             raise ValueError('no end-%d in its stdout' % i)
         good += 1
@@ -178,8 +168,7 @@ for i in range(1, n + 1):
         shown += 1
         if shown <= 3:
             print('stream %d: %s' % (i, str(e)[:300]))
-print(good)
-PY
+print(good)" "$T" 63
 }
 res=$(streams_ok)
 is "${res##*$'\n'}" 63 "all 63 printed their end and a final done frame" ||
