@@ -33,3 +33,8 @@ void worker_sleep_ms(long ms)
 	}
 }
 
+
+long worker_retry_next(long ms)
+{
+	return ms * 2 > WORKER_RETRY_MAX_MS ? WORKER_RETRY_MAX_MS : ms * 2;
+}

@@ -649,7 +649,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	static struct node nd;
 	struct node *n = &nd;
 	sbx_err err = SBX_ERR_INIT;
-	long retry_ms = 500;
+	long retry_ms = WORKER_RETRY_MIN_MS;
 	long long mq_retry_at = 0;
 	bool mq_up = false, pool_dropped = false;
 
@@ -759,10 +759,10 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			if (mq_setup(n, &err) < 0) {
 				log_warnx("%s; retrying in %ld ms", err.msg, retry_ms);
 				mq_retry_at = now + retry_ms;
-				retry_ms = retry_ms * 2 > 30000 ? 30000 : retry_ms * 2;
+				retry_ms = worker_retry_next(retry_ms);
 			} else {
 				mq_up = true;
-				retry_ms = 500;
+				retry_ms = WORKER_RETRY_MIN_MS;
 			}
 		}
 		if (!mq_up && mq_retry_at - now < timeout)

@@ -26,8 +26,6 @@
 #include "sandbox.h"
 #include "sandbox_state.h"
 
-#define RETRY_MIN_MS 500
-#define RETRY_MAX_MS 30000
 #define NEXT_WAIT_MS 1000 /* how long one wait for a message may delay a drain */
 
 /* (Re)connects from scratch: a fresh handle declares the queue before it
@@ -191,7 +189,7 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 {
 	const char *url = sbx_cfg_str(cfg, "amqp_url");
 	const char *node = worker_node_id(cfg);
-	long retry_ms = RETRY_MIN_MS;
+	long retry_ms = WORKER_RETRY_MIN_MS;
 	bool ready = false;
 	sbx_mq *mq = NULL;
 	struct prov p = { .node = node,
@@ -214,11 +212,11 @@ int provisioner_run(const sbx_config *cfg, int index, void *ctx)
 			if (consume_setup(&mq, url, &err) < 0) {
 				log_warnx("%s; retrying in %ld ms", err.msg, retry_ms);
 				worker_sleep_ms(retry_ms);
-				retry_ms = retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : retry_ms * 2;
+				retry_ms = worker_retry_next(retry_ms);
 				continue;
 			}
 			ready = true;
-			retry_ms = RETRY_MIN_MS;
+			retry_ms = WORKER_RETRY_MIN_MS;
 			log_info("consuming %s", SBX_MSG_Q_PROVISION);
 		}
 		r = sbx_mq_next(mq, NEXT_WAIT_MS, &msg, &err);

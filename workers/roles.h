@@ -18,6 +18,16 @@ const char *worker_node_id(const sbx_config *cfg);
  * set, so a draining child never waits out a whole back-off. */
 void worker_sleep_ms(long ms);
 
+/* The back-off between tries to reach RabbitMQ: the first try after a
+ * failure comes WORKER_RETRY_MIN_MS later, each next one twice as late, up
+ * to WORKER_RETRY_MAX_MS. The cap is short because a role that does not
+ * consume serves nothing (a node agent's sandboxes get no exec): once the
+ * broker is back, a role consumes again within the cap, however long the
+ * broker was gone; a refused connect costs next to nothing. */
+#define WORKER_RETRY_MIN_MS 500
+#define WORKER_RETRY_MAX_MS 4000
+long worker_retry_next(long ms);
+
 /* Destroys a sandbox through the driver and records it (provisioner and
  * reaper share it). reason: destroy_reason to record when none is set. */
 struct driver;
