@@ -296,6 +296,12 @@ for round in $(seq 1 $((KEEP + 1))); do
 	[ "$round" = 1 ] && FIRST_DIGEST=$(psql_q "SELECT coalesce(image_digest, '') FROM snapshots WHERE id = '${AUTO_IDS[0]}'")
 done
 like "$FIRST_DIGEST" '^sha256:' "the first automatic snapshot became ready (${AUTO_IDS[0]})"
+# the node prunes after it recorded the new one ready (never before, so
+# that a failed snapshot costs no kept one): for a moment there are KEEP + 1
+auto_pruned() {
+	[ "$(psql_q "SELECT count(*) FROM snapshots WHERE sandbox_id = '$C' AND automatic")" -le "$KEEP" ]
+}
+wait_until 30 auto_pruned
 req nginx GET "/sandboxes/$C/snapshots?limit=100"
 is "$(j '.data.totalCount')" "$KEEP" "$((KEEP + 1)) automatic snapshots taken, $KEEP kept (snapshot_auto_keep)"
 is "$(j -r '[.data.data[].status] | unique | join(",")')" ready "the kept ones are ready"
