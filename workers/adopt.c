@@ -8,6 +8,10 @@
  *   nomad/ID/chan.key   the channel key (the task got it as SBX_CHANNEL_KEY)
  *   nomad/ID/alloc.id   the Nomad allocation; sbx-init's socket is
  *                       nomad_alloc_dir/ALLOC/alloc/sbx-init.sock
+ *   nomad/ID/paused     present from the moment a pause begins until a
+ *                       resume has thawed the container: the sandbox is
+ *                       meant to be paused (Docker froze its container,
+ *                       `docker pause`, or is about to)
  *
  * Everything else of the sandbox (container, image, cgroups) is Nomad's,
  * but for its network, which this agent wired when Nomad's client ran the
@@ -28,9 +32,12 @@
 #include "chanauth.h"
 #include "cleanup.h"
 #include "cni.h"
+#include "docker.h"
 #include "clock.h"
 #include "host.h"
+#include "log.h"
 #include "nomad_net.h"
+#include "nomad_job.h"
 #include "sandbox.h"
 
 #define ADOPT_SOCK "sbx-init.sock" /* in the allocation's /alloc (nomad_job.c's --channel) */
@@ -117,6 +124,17 @@ int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id '%s'", id);
 	adopt_dir(c, id, d, sizeof(d));
+	if (sandbox_adopted_paused(c, id)) {
+		/* thawed, so that Nomad's stop (a signal, then SIGKILL) is not
+		 * held by a frozen container; best effort: Docker kills a paused
+		 * one too */
+		sbx_err e2 = SBX_ERR_INIT;
+		if (sandbox_adopted_pause(c, id, false, &e2) < 0)
+			log_warnx("sandbox %s: thawing before its end: %s", id, e2.msg);
+	}
+	snprintf(f, sizeof(f), "%s/paused", d);
+	if (unlink(f) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "unlink %s", f);
 	snprintf(f, sizeof(f), "%s/chan.key", d);
 	if (unlink(f) < 0 && errno != ENOENT)
 		return sbx_err_sys(err, "sandbox", "unlink %s", f);
@@ -256,4 +274,61 @@ int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
 
 	snprintf(d, sizeof(d), "%.300s/nomad", c->state_dir);
 	return host_idset_add_dir(s, d);
+}
+
+bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id)
+{
+	char d[600], f[700];
+
+	if (!sbx_id_valid(id))
+		return false;
+	adopt_dir(c, id, d, sizeof(d));
+	snprintf(f, sizeof(f), "%s/paused", d);
+	return access(f, F_OK) == 0;
+}
+
+/* Nomad's docker driver names a task's container TASK-ALLOC. */
+static int container_name(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err)
+{
+	char alloc[64];
+
+	if (read_file(c, id, "alloc.id", alloc, sizeof(alloc), err) < 0)
+		return -1;
+	if (!cni_alloc_ok(alloc))
+		return sbx_err_set(err, 500, "sandbox", "sandbox %s: bad allocation id on the node", id);
+	snprintf(out, sz, "%s-%s", NOMAD_TASK, alloc);
+	return 0;
+}
+
+int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool pause, sbx_err *err)
+{
+	char d[600], f[700], name[128];
+	cleanup_close int fd = -1;
+
+	if (!sbx_id_valid(id) || !sandbox_adopted(c, id))
+		return sbx_err_set(err, 404, "sandbox", "sandbox %s is not adopted here", id);
+	if (container_name(c, id, name, sizeof(name), err) < 0)
+		return -1;
+	adopt_dir(c, id, d, sizeof(d));
+	snprintf(f, sizeof(f), "%s/paused", d);
+	if (!pause) {
+		/* the mark goes only once the container runs again: a resume
+		 * that fails leaves the sandbox paused */
+		if (docker_pause(c->docker_host, name, false, err) < 0)
+			return sbx_err_ctx(err, "resume %s", id);
+		if (unlink(f) < 0 && errno != ENOENT)
+			return sbx_err_sys(err, "sandbox", "unlink %s", f);
+		return 0;
+	}
+	/* the mark first: a pause interrupted after Docker froze the
+	 * container is still known to be one (settle: resumed or paused) */
+	fd = open(f, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return sbx_err_sys(err, "sandbox", "create %s", f);
+	sandbox_fault_point(c, "pause-checkpoint", id);
+	if (docker_pause(c->docker_host, name, true, err) < 0) {
+		unlink(f);
+		return sbx_err_ctx(err, "pause %s", id);
+	}
+	return 0;
 }

@@ -342,14 +342,15 @@ struct sb *node_served(struct node *n, const sbx_mq_msg *m, const char *id, cons
 	return s;
 }
 
-struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid, const char *what)
+struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid, const char *what,
+			   bool nomad_too)
 {
 	struct sb *s = node_served(n, m, id, sid);
 	char why[160];
 
 	if (!s)
 		return NULL;
-	if (s->nomad) {
+	if (s->nomad && !nomad_too) {
 		/* its container is Docker's, not a runsc container of ours */
 		snprintf(why, sizeof(why), "%s sandboxes Nomad runs is not supported yet", what);
 		node_reply_msg(n, m, sbx_reply_fail("not_supported", why));
@@ -678,6 +679,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->sc.snapshot_helper = n->snap_helper;
 	n->sc.registry = n->registry;
 	n->sc.nomad_alloc_dir = sbx_cfg_str(cfg, "nomad_alloc_dir");
+	n->sc.docker_host = sbx_cfg_str(cfg, "nomad_docker_host");
 	n->sc.start_timeout_ms = (int)sbx_cfg_int(cfg, "start_timeout") * 1000;
 	log_info("node agent #%d started (node %s, state %s, init %s)", index, n->node_id, n->sc.state_dir,
 		 n->init_path);

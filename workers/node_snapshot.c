@@ -81,7 +81,7 @@ void on_snapshot(struct node *n, const sbx_mq_msg *m, json_t *body)
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
 		return;
 	}
-	if (!(s = node_changeable(n, m, id, sid, "taking snapshots of")))
+	if (!(s = node_changeable(n, m, id, sid, "taking snapshots of", false)))
 		return;
 	if (s->st != SB_READY) {
 		node_reply_msg(n, m, sbx_reply_fail("bad_state", "the sandbox is not ready on the node"));

@@ -72,6 +72,8 @@ int sandbox_paused(const struct sandbox_node_cfg *c, const char *id)
 
 	if (!sbx_id_valid(id))
 		return 0;
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_paused(c, id);
 	sandbox_paths(c, id, &p);
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	return lstat(ckpt, &st) == 0 && S_ISDIR(st.st_mode);
@@ -87,6 +89,8 @@ int sandbox_pause(const struct sandbox_node_cfg *c, const char *id, long long *b
 	*bytes = 0;
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_pause(c, id, true, err); /* frozen in place: nothing on disk */
 	sandbox_paths(c, id, &p);
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	if (sandbox_paused(c, id)) {
@@ -142,6 +146,25 @@ undo:
 	return -1;
 }
 
+/* An adopted sandbox's resume: thawed, then sbx-init's handshake proves it
+ * answers again (the channel's socket stayed: frozen, not closed). */
+static int sandbox_adopted_resume(const struct sandbox_node_cfg *c, const char *id, long long deadline, sbx_err *err)
+{
+	long long left;
+	int fd;
+
+	if (!sandbox_adopted_paused(c, id))
+		return sbx_err_set(err, 409, "sandbox", "resume %s: it is not paused on this node", id);
+	sandbox_fault_point(c, "resume-restore", id);
+	if (sandbox_adopted_pause(c, id, false, err) < 0)
+		return -1;
+	left = deadline - sbx_now_ms();
+	if (sandbox_connect(c, id, left > 1000 ? (int)left : 1000, &fd, err) < 0)
+		return sbx_err_ctx(err, "resume %s", id);
+	close(fd);
+	return 0;
+}
+
 int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
 	struct sandbox_paths p;
@@ -151,6 +174,8 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_resume(c, id, deadline, err);
 	sandbox_paths(c, id, &p);
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	if (!sandbox_paused(c, id))
@@ -195,6 +220,8 @@ int sandbox_resume_finish(const struct sandbox_node_cfg *c, const char *id, sbx_
 
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
+	if (sandbox_adopted(c, id))
+		return sandbox_adopted_pause(c, id, false, err); /* thawed (409 not paused: done) */
 	sandbox_paths(c, id, &p);
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	if (sandbox_has_init(c) && runsc_signal(c, &p, id, "USR2", err) < 0)

@@ -87,6 +87,7 @@ struct sandbox_node_cfg {
 	const char *snapshot_helper; /* the sbx-snapshot helper (pack, push, pull) */
 	const char *registry;        /* the registry as HOST:PORT */
 	const char *nomad_alloc_dir; /* the Nomad client's data_dir/alloc (adopt.c) */
+	const char *docker_host;     /* unix:///PATH of the Docker that runs Nomad's tasks here */
 };
 
 /* Runs with sbx-init as PID 1 (init_path set), or with the stand-in. */
@@ -205,5 +206,15 @@ int sandbox_adopted_dial(const struct sandbox_node_cfg *c, const char *id, int *
 int sandbox_adopted_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz);
 struct host_idset;
 int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s);
+/* Memory pause of a sandbox Nomad runs: its container is Docker's, so it is
+ * frozen in place (`docker pause` through docker_host; runsc pauses the
+ * whole sandbox) rather than checkpointed: Nomad's task keeps running, and
+ * memory, processes and the channel's socket stay. A pause marks the
+ * sandbox paused (state_dir/nomad/ID/paused) before Docker freezes it, a
+ * resume removes the mark after Docker thawed it; both are idempotent.
+ * sandbox_pause, sandbox_resume, sandbox_resume_finish and sandbox_paused
+ * come here for an adopted id. */
+int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool pause, sbx_err *err);
+bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id);
 
 #endif

@@ -18,13 +18,17 @@
 #  - exec (JSON: output and exit code; streamed: output arrives while the
 #    command runs, then done with its exit code) runs inside gVisor;
 #  - a file uploaded is read back byte-exact, inside and through the API;
-#  - a restarted node agent adopts the running sandbox again (its state in
-#    state_dir/nomad): exec works on;
-#  - destroy: the container is gone, the job purged, the allocation's
+#  - pause freezes the task's container in place (Docker's pause, through
+#    nomad_docker_host): the record is paused (pause_kind memory), the
+#    allocation runs on, exec is refused; a restarted node agent adopts the
+#    paused sandbox again (its state in state_dir/nomad) and resumes it: the
+#    container thawed, a process started before the pause lives on with its
+#    memory, exec works;
+#  - destroy (of the paused sandbox): the container is gone, the job purged, the allocation's
 #    directory and the node's adoption removed; the sandbox answers 404.
 # Not covered: networking and egress (this test runs the contract server
 # without CNI, so the task has loopback only; nomad-net.t runs it with the
-# sbx network), pause/resume, snapshots, volumes.
+# sbx network), snapshots, volumes.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nomadlib.sh"
 
@@ -32,7 +36,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 33
+plan 46
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -77,7 +81,8 @@ nc_start
 ok $? "the contract server listens on 127.0.0.1:$NC_PORT, its client runs tasks through that dockerd" ||
 	bail "no contract server"
 for kv in "driver = nomad" "nomad_addr = http://127.0.0.1:$NC_PORT" "nomad_token_file = $T_TMP/nomad-token" \
-	"nomad_init_path = $SBX_BUILD/src/init/sbx-init" "nomad_alloc_dir = $ND_DIR/alloc"; do
+	"nomad_init_path = $SBX_BUILD/src/init/sbx-init" "nomad_alloc_dir = $ND_DIR/alloc" \
+	"nomad_docker_host = unix://$ND_DIR/docker.sock"; do
 	printf '%s\n%s\n' "$NM_CONF_MARK" "$kv" >> "$SBX_CONF"
 done
 NM_CONF_TOUCHED=1
@@ -153,15 +158,50 @@ req nginx GET "/sandboxes/$A/files/tmp/r3.bin"
 rt_body nginx
 is "$STATUS $(sha256sum < "$T_TMP/body" | cut -d' ' -f1)" "200 $R3" "download gives back the same bytes"
 
+# ---- pause ---------------------------------------------------------------------------
+# Nomad's task is Docker's container: paused by freezing it in place (docker
+# pause through nomad_docker_host), so the allocation runs on and memory and
+# processes are kept.
+T_SECTION=pause
+req nginx POST "/sandboxes/$A/exec" '{"background":true,"cmd":"exec sh -c \"echo $$ $(od -An -tx8 -N8 /dev/urandom) > /tmp/me; exec sleep 100000\""}'
+is "$STATUS" 200 "a background process before the pause"
+wait_until 10 test -n "$(rt_sh "$A" 'cat /tmp/me')"
+ME=$(rt_sh "$A" 'cat /tmp/me')
+alive_me() { rt_sh "$A" 'read p t < /tmp/me; kill -0 $p && echo "$p $t"'; }
+like "$ME" '^[0-9]+ +[0-9a-f]+$' "it runs ($ME)"
+req nginx POST "/sandboxes/$A/pause"
+is "$STATUS $(j -c 'keys')" '200 ["message"]' "POST /pause: 200 {message}"
+wait_until 60 sb_status_is "$A" paused
+req nginx GET "/sandboxes/$A"
+is "$(j .data.status) $(j .data.pause_kind)" "paused memory" "the Sandbox says paused, pause_kind memory"
+is "$(dk inspect -f '{{.State.Status}}' "$C" 2> /dev/null)" paused "Docker froze the task's container"
+nc GET "/v1/allocation/$ALLOC?namespace=sandboxes"
+is "$(jq -r .ClientStatus <<< "$NC_BODY")" running "Nomad's allocation still runs (nothing for it to replace)"
+req nginx POST "/sandboxes/$A/exec" '{"cmd":"true"}'
+is "$STATUS" 400 "exec on the paused sandbox: 400 ($(j .message))"
+
 # ---- the node agent restarts -------------------------------------------------------------
 T_SECTION=restart
 nm_reload
-ok $? "the worker restarted (its node agent too)"
+ok $? "the worker restarted (its node agent too) while the sandbox was paused"
+wait_until 10 sb_status_is "$A" paused
+is "$(sb_db "$A" status) $(dk inspect -f '{{.State.Status}}' "$C" 2> /dev/null)" "paused paused" \
+	"the new node agent keeps it paused, the container frozen"
+req nginx POST "/sandboxes/$A/resume"
+is "$STATUS" 200 "POST /resume: 200"
+req nginx GET "/sandboxes/$A/wait?timeout=60"
+is "$(j .data.status) $(j .data.paused_at)" "ready null" "/wait follows to ready, paused_at cleared"
+is "$(dk inspect -f '{{.State.Status}}' "$C" 2> /dev/null)" running "Docker thawed the container"
+is "$(alive_me)" "$ME" "the process started before the pause lives on, its memory kept"
 is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" \
-	"the new node agent adopts the running sandbox again: exec works, the file is there"
+	"the new node agent serves the resumed sandbox: exec works, the file is there"
 
 # ---- destroy ------------------------------------------------------------------------
+# while paused: the agent thaws the container, so Nomad's stop reaches it
 T_SECTION=destroy
+req nginx POST "/sandboxes/$A/pause"
+wait_until 60 sb_status_is "$A" paused
+ok $? "paused again, to be destroyed while paused"
 req nginx DELETE "/sandboxes/$A"
 like "$STATUS" "^20[04]$" "DELETE: $STATUS"
 c_gone() { [ -z "$(dk ps -aq --filter "name=^$C\$")" ]; }
