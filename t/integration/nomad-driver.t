@@ -85,8 +85,7 @@ nc_start() {
 		--alloc-dir "$ND_DIR/alloc" --tls-cert "$T_TMP/tls/server.crt" --tls-key "$T_TMP/tls/server.key" \
 		--tls-client-ca "$T_TMP/tls/ca.crt" 2> "$T_TMP/nc.log" &
 	NC_PID=$!
-	wait_until 10 test -s "$T_TMP/nc.port" || return 1
-	NC_PORT=$(cat "$T_TMP/nc.port")
+	nc_wait_port
 }
 
 
@@ -116,8 +115,7 @@ ok $? "a private CA, a server and a client certificate"
 nd_start || bail "the test's dockerd did not start: $(tail -n 5 "$ND_DIR/dockerd.log")"
 nd_pull "$REGISTRY/sbx/templates/debian-12:latest" || bail "the test's dockerd could not pull the debian-12 template"
 nc_start
-[ -n "$NC_PORT" ]
-ok $? "the contract server listens on 127.0.0.1:$NC_PORT"
+ok $? "the contract server listens on 127.0.0.1:$NC_PORT" || diag "$NC_WHY"
 nc GET /v1/jobs?namespace=sandboxes
 is "$NC_BODY" "[]" "it answers Nomad's job list, empty"
 NC_BODY=$(curl -sS --max-time 5 --cacert "$T_TMP/tls/ca.crt" --cert "$T_TMP/tls/client.crt" \

@@ -59,8 +59,7 @@ nc_start() {
 		--alloc-dir "$ND_DIR/alloc" --cni-path "$SBX_BUILD/workers" --cni-config-dir "$T_TMP/cni" \
 		2> "$T_TMP/nc.log" &
 	NC_PID=$!
-	wait_until 10 test -s "$T_TMP/nc.port" || return 1
-	NC_PORT=$(cat "$T_TMP/nc.port")
+	nc_wait_port
 }
 
 t_on_exit nm_restore eg_restore
@@ -98,7 +97,7 @@ REGISTRY=$(conf_get registry_url)
 nd_pull "${REGISTRY#*://}/sbx/templates/debian-12:latest" || bail "the test's dockerd could not pull the debian-12 template"
 nc_start
 ok $? "the contract server listens, its client runs CNI from $SBX_BUILD/workers with the network sbx" ||
-	bail "no contract server"
+	bail "no contract server: $NC_WHY"
 for kv in "driver = nomad" "nomad_addr = http://127.0.0.1:$NC_PORT" "nomad_token_file = $T_TMP/nomad-token" \
 	"nomad_init_path = $SBX_BUILD/src/init/sbx-init" "nomad_alloc_dir = $ND_DIR/alloc" \
 	"nomad_cni_socket = $CNI_SOCK"; do

@@ -99,6 +99,25 @@ nm_restore() {
 	return 0
 }
 
+# nc_wait_port: the contract server the test just started (NC_PID, its
+# stderr in T_TMP/nc.log) wrote its port to T_TMP/nc.port: NC_PORT. Fails at
+# once when it died, after 60 s when it still has not (a loaded machine
+# took longer than the 10 s this waited before: run 1 of a 5-run repeat),
+# and says which, with the end of its log, in NC_WHY.
+nc_alive() { kill -0 "$NC_PID" 2> /dev/null; }
+nc_port_or_dead() { test -s "$T_TMP/nc.port" || ! nc_alive; }
+nc_wait_port() {
+	NC_WHY=""
+	wait_until 60 nc_port_or_dead
+	if test -s "$T_TMP/nc.port"; then
+		NC_PORT=$(cat "$T_TMP/nc.port")
+		return 0
+	fi
+	if nc_alive; then NC_WHY="no port after 60 s"; else NC_WHY="it exited"; fi
+	NC_WHY+=": $(tail -n 5 "$T_TMP/nc.log" 2> /dev/null | tr '\n' ' ')"
+	return 1
+}
+
 # nc_stop: the contract server the test started (NC_PID), stopped.
 nc_stop() {
 	[ -n "$NC_PID" ] || return 0
