@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include "chanauth.h"
 #include "cleanup.h"
+#include "curlbody.h"
 #include "daemon.h"
 #include "driver.h"
 #include "json.h"
@@ -43,16 +44,14 @@
 #define NOMAD_MAX_WAIT_MS 10000     /* one blocking query waits at most this long */
 
 struct nresp {
-	char *body;
-	size_t len;
+	struct sbx_curl_body b; /* the body, up to NOMAD_MAX_ANSWER */
 	long status;
 	unsigned long long index; /* X-Nomad-Index, 0 when absent */
-	bool too_big;
 };
 
 static void nresp_free(struct nresp *r)
 {
-	free(r->body);
+	free(r->b.data);
 	memset(r, 0, sizeof(*r));
 }
 #define cleanup_nresp __attribute__((cleanup(nresp_free)))
@@ -73,26 +72,6 @@ static long long now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static size_t on_body(char *p, size_t sz, size_t n, void *arg)
-{
-	struct nresp *r = arg;
-	size_t add = sz * n;
-	char *nb;
-
-	if (r->len + add > NOMAD_MAX_ANSWER) {
-		r->too_big = true;
-		return 0;
-	}
-	nb = realloc(r->body, r->len + add + 1);
-	if (!nb)
-		return 0;
-	memcpy(nb + r->len, p, add);
-	r->body = nb;
-	r->len += add;
-	r->body[r->len] = 0;
-	return add;
 }
 
 static size_t on_header(char *p, size_t sz, size_t n, void *arg)
@@ -161,6 +140,7 @@ static int nomad_http(struct driver *d, const char *method, const char *path, co
 	CURLcode rc;
 
 	memset(r, 0, sizeof(*r));
+	r->b.max = NOMAD_MAX_ANSWER;
 	if (read_token(sbx_cfg_str(c, "nomad_token_file"), token, sizeof(token), err) < 0)
 		return -1;
 	while (al && addr[al - 1] == '/')
@@ -182,8 +162,8 @@ static int nomad_http(struct driver *d, const char *method, const char *path, co
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, tmo);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, tmo + wait_ms);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sbx_curl_body_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &r->b);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
@@ -203,16 +183,16 @@ static int nomad_http(struct driver *d, const char *method, const char *path, co
 	if (rc == CURLE_OPERATION_TIMEDOUT)
 		return sbx_err_set(err, 503, "nomad_timeout", "Nomad at %.*s did not answer %s %s within %ld ms", (int)al,
 				   addr, method, path, tmo + wait_ms);
-	if (rc == CURLE_WRITE_ERROR && r->too_big)
+	if (rc == CURLE_WRITE_ERROR && r->b.too_big)
 		return sbx_err_set(err, 503, "bad_nomad_reply", "Nomad's answer to %s %s is larger than %u bytes", method,
 				   path, NOMAD_MAX_ANSWER);
 	if (rc != CURLE_OK)
 		return sbx_err_set(err, 503, "nomad_unavailable", "Nomad at %.*s is unavailable: %s", (int)al, addr,
 				   ebuf[0] ? ebuf : curl_easy_strerror(rc));
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
-	if (!r->body) {
-		r->body = strdup("");
-		if (!r->body)
+	if (!r->b.data) {
+		r->b.data = strdup("");
+		if (!r->b.data)
 			return sbx_err_set(err, 500, "nomem", "Nomad's answer");
 	}
 	return 0;
@@ -220,7 +200,7 @@ static int nomad_http(struct driver *d, const char *method, const char *path, co
 
 static int nomad_check(const struct nresp *r, const char *what, sbx_err *err)
 {
-	return nomad_status_check(r->status, r->body, r->len, what, err);
+	return nomad_status_check(r->status, r->b.data, r->b.len, what, err);
 }
 
 /* "namespace=NS&region=R" (escaped); each present only when set. */
@@ -353,7 +333,7 @@ static int wait_running(struct driver *d, const char *job, const char *eval_id, 
 
 		snprintf(base, sizeof(base), "/v1/evaluation/%s%s%s", eval_id, scope[0] ? "?" : "", scope);
 		if (blocking_get(d, base, &index, deadline, &r, "read the job's evaluation", err) < 0 ||
-		    nomad_eval_parse(r.body, r.len, &ev, err) < 0)
+		    nomad_eval_parse(r.b.data, r.b.len, &ev, err) < 0)
 			return -1;
 		if (ev.phase == NOMAD_EVAL_FAILED) {
 			*capacity = !strncmp(ev.reason, "no node", 7);
@@ -371,7 +351,7 @@ static int wait_running(struct driver *d, const char *job, const char *eval_id, 
 
 		snprintf(base, sizeof(base), "/v1/job/%s/allocations%s%s", job, scope[0] ? "?" : "", scope);
 		if (blocking_get(d, base, &index, deadline, &r, "read the job's allocations", err) < 0 ||
-		    nomad_allocs_parse(r.body, r.len, NULL, a, err) < 0)
+		    nomad_allocs_parse(r.b.data, r.b.len, NULL, a, err) < 0)
 			return -1;
 		if (a->phase == NOMAD_ALLOC_RUNNING)
 			return 0;
@@ -441,11 +421,13 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	sbx_err uerr = SBX_ERR_INIT;
 
 	if (!nomad_job_id(s->id, job, sizeof(job)) || !nomad_var_path(job, var, sizeof(var)) ||
-	    nomad_image_ref(sbx_cfg_str(c, "registry_url"), s->template, image, sizeof(image), err) < 0 ||
+	    nomad_image_ref(sbx_cfg_str(c, "registry_url"), s->template, s->image, image, sizeof(image), err) < 0 ||
 	    nomad_scope(d, scope, sizeof(scope), err) < 0)
 		return -1;
 	if (s->volume_id[0])
 		return sbx_err_set(err, 503, "start_failed", "volumes are not supported by the Nomad driver yet");
+	if (s->from_snapshot[0] && !s->image[0])
+		return sbx_err_set(err, 503, "start_failed", "snapshot %s is gone", s->from_snapshot);
 	/* sbx-init's channel key, as the local driver makes one per sandbox:
 	 * to the task through a Nomad Variable its template renders (never
 	 * in the job), to the node agent in the adopt request */
@@ -483,7 +465,7 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		goto undo_var; /* a timeout may still have written it */
 	snprintf(path, sizeof(path), "/v1/jobs%s%s", scope[0] ? "?" : "", scope);
 	if (nomad_http(d, "POST", path, text, 0, &r, err) < 0 || nomad_check(&r, "register the sandbox's job", err) < 0 ||
-	    nomad_register_parse(r.body, r.len, eval_id, sizeof(eval_id), err) < 0)
+	    nomad_register_parse(r.b.data, r.b.len, eval_id, sizeof(eval_id), err) < 0)
 		goto undo; /* a timeout may still have registered it */
 	log_info("sandbox %s: Nomad job %s registered (evaluation %s)", s->id, job, eval_id[0] ? eval_id : "none");
 	if (wait_running(d, job, eval_id, deadline, &a, &capacity, err) < 0)
@@ -596,7 +578,7 @@ static int reap_unowned(struct driver *d, const char *list, const char *what,
 
 	snprintf(listing, sizeof(listing), "list the sandbox %ss", what);
 	if (nomad_http(d, "GET", list, NULL, 0, &r, err) < 0 || nomad_check(&r, listing, err) < 0 ||
-	    parse(r.body, r.len, fn, &l, err) < 0)
+	    parse(r.b.data, r.b.len, fn, &l, err) < 0)
 		goto out;
 	for (size_t i = 0; i < l.n && !sbx_child_stop; i++) {
 		cleanup_pgres PGresult *q = NULL;
@@ -659,7 +641,7 @@ static void nomad_reap(struct driver *d)
 			if (r.status == 404)
 				snprintf(why, sizeof(why), "its Nomad job %s is gone", job);
 			else if (nomad_check(&r, "read a sandbox's allocations", &err) < 0 ||
-				 nomad_allocs_parse(r.body, r.len, alloc, &a, &err) < 0)
+				 nomad_allocs_parse(r.b.data, r.b.len, alloc, &a, &err) < 0)
 				goto out;
 			else if (a.phase == NOMAD_ALLOC_NONE)
 				snprintf(why, sizeof(why), "its Nomad allocation %.64s is gone", alloc);

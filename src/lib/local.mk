@@ -3,6 +3,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/cleanup.h \
 	src/lib/clock.c src/lib/clock.h \
 	src/lib/fdio.c src/lib/fdio.h \
+	src/lib/curlbody.c src/lib/curlbody.h \
 	src/lib/err.c src/lib/err.h \
 	src/lib/errcode.c src/lib/errcode.h \
 	src/lib/log.c src/lib/log.h \
