@@ -18,6 +18,7 @@ SBX_UNIT_TESTS = \
 	t/unit/egress_test \
 	t/unit/nomad_job_test \
 	t/unit/nomad_net_test \
+	t/unit/docker_test \
 	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
@@ -32,6 +33,10 @@ t_unit_nomad_job_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 # ./workers/sbx-cni, built with the rest).
 t_unit_nomad_net_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 t_unit_nomad_net_test_LDADD = $(SBX_NODE_LIBS)
+# The Docker Engine API calls of the node agent (libsbxnode), against a fake
+# dockerd on a unix socket.
+t_unit_docker_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+t_unit_docker_test_LDADD = $(SBX_NODE_LIBS)
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

@@ -287,8 +287,7 @@ bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id)
 	return access(f, F_OK) == 0;
 }
 
-/* Nomad's docker driver names a task's container TASK-ALLOC. */
-static int container_name(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err)
+int sandbox_adopted_container(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err)
 {
 	char alloc[64];
 
@@ -307,7 +306,7 @@ int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool
 
 	if (!sbx_id_valid(id) || !sandbox_adopted(c, id))
 		return sbx_err_set(err, 404, "sandbox", "sandbox %s is not adopted here", id);
-	if (container_name(c, id, name, sizeof(name), err) < 0)
+	if (sandbox_adopted_container(c, id, name, sizeof(name), err) < 0)
 		return -1;
 	adopt_dir(c, id, d, sizeof(d));
 	snprintf(f, sizeof(f), "%s/paused", d);

@@ -7,43 +7,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include "curlbody.h"
 #include "docker.h"
 
 #define DOCKER_MAX_ANSWER (256u * 1024) /* an inspect is a few kB */
 
-struct dresp {
-	char *body;
-	size_t len;
-	bool too_big;
-};
-
-static size_t on_body(char *p, size_t sz, size_t n, void *ud)
-{
-	struct dresp *r = ud;
-	size_t k = sz * n;
-	char *b;
-
-	if (r->len + k > DOCKER_MAX_ANSWER) {
-		r->too_big = true;
-		return 0;
-	}
-	b = realloc(r->body, r->len + k + 1);
-	if (!b)
-		return 0;
-	memcpy(b + r->len, p, k);
-	r->len += k;
-	b[r->len] = 0;
-	r->body = b;
-	return k;
-}
-
 /* The daemon's "message" of an error answer, or its first bytes. */
-static const char *message(const struct dresp *r, char *buf, size_t sz)
+static const char *message(const struct sbx_curl_body *r, char *buf, size_t sz)
 {
-	json_t *j = r->body ? json_loads(r->body, 0, NULL) : NULL;
+	json_t *j = r->data ? json_loads(r->data, 0, NULL) : NULL;
 	const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
 
-	snprintf(buf, sz, "%.200s", m ? m : r->body ? r->body : "");
+	snprintf(buf, sz, "%.200s", m ? m : r->data ? r->data : "");
 	json_decref(j);
 	for (char *c = buf; *c; c++)
 		if (*c == '\n' || *c == '\r')
@@ -51,12 +27,13 @@ static const char *message(const struct dresp *r, char *buf, size_t sz)
 	return buf;
 }
 
-static int call(const char *host, const char *method, const char *path, long *status, struct dresp *r,
-		sbx_err *err)
+static int call(const char *host, const char *method, const char *path, const char *body, long *status,
+		struct sbx_curl_body *r, sbx_err *err)
 {
 	CURL *h;
 	CURLcode rc;
 	char url[512], ebuf[CURL_ERROR_SIZE] = "";
+	struct curl_slist *hdrs = NULL;
 
 	*status = 0;
 	if (!host || strncmp(host, "unix://", 7) || host[7] != '/')
@@ -72,17 +49,22 @@ static int call(const char *host, const char *method, const char *path, long *st
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)DOCKER_TIMEOUT_MS);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sbx_curl_body_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
 	if (!strcmp(method, "POST")) {
-		curl_easy_setopt(h, CURLOPT_POSTFIELDS, "");
-		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, 0L);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, body ? (long)strlen(body) : 0L);
+		if (body) {
+			hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+			curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+		}
 	}
 	rc = curl_easy_perform(h);
 	if (rc == CURLE_OK)
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
 	curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
 	if (rc == CURLE_WRITE_ERROR && r->too_big)
 		return sbx_err_set(err, 503, "docker", "Docker's answer to %s %s is larger than %u bytes", method, path,
 				   DOCKER_MAX_ANSWER);
@@ -106,7 +88,7 @@ static bool name_ok(const char *name)
 
 int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 {
-	struct dresp r = { 0 };
+	struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
 	char path[200], msg[256];
 	long st;
 	int ret = 0;
@@ -114,7 +96,7 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 	if (!name_ok(name))
 		return sbx_err_set(err, 400, "docker", "bad container name");
 	snprintf(path, sizeof(path), "/containers/%s/%s", name, pause ? "pause" : "unpause");
-	if (call(host, "POST", path, &st, &r, err) < 0)
+	if (call(host, "POST", path, NULL, &st, &r, err) < 0)
 		ret = -1;
 	else if (st == 204 || st == 200)
 		ret = 0;
@@ -123,6 +105,167 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 	else
 		ret = sbx_err_set(err, st == 404 ? 404 : st == 409 ? 409 : 503, "docker", "docker %s %s: %ld %s",
 				  pause ? "pause" : "unpause", name, st, message(&r, msg, sizeof(msg)));
-	free(r.body);
+	free(r.data);
+	return ret;
+}
+
+/* METHOD PATH [BODY] answered with a JSON object and a status in ok1/ok2. */
+static int call_json(const char *host, const char *method, const char *path, const char *body, long ok1, long ok2,
+		     const char *what, json_t **out, sbx_err *err)
+{
+	struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
+	char msg[256];
+	long st;
+	int ret = 0;
+
+	*out = NULL;
+	if (call(host, method, path, body, &st, &r, err) < 0)
+		ret = -1;
+	else if (st != ok1 && st != ok2)
+		ret = sbx_err_set(err, st == 404 ? 404 : st == 409 ? 409 : 503, "docker", "docker %s: %ld %s", what, st,
+				  message(&r, msg, sizeof(msg)));
+	else if (!(*out = json_loads(r.data ? r.data : "", 0, NULL)) || !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		ret = sbx_err_set(err, 503, "docker", "docker %s: the answer is not a JSON object", what);
+	}
+	free(r.data);
+	return ret;
+}
+
+int docker_exec(const char *host, const char *name, const char *const *argv, int timeout_ms, sbx_err *err)
+{
+	char path[200], what[200];
+	json_t *cmd = json_array(), *j = NULL;
+	char *body;
+	const char *eid;
+	struct timespec ts = { 0, 20 * 1000000L };
+	int ret = -1;
+	long waited = 0;
+
+	if (!name_ok(name)) {
+		json_decref(cmd);
+		return sbx_err_set(err, 400, "docker", "bad container name");
+	}
+	for (size_t i = 0; argv[i]; i++)
+		json_array_append_new(cmd, json_string(argv[i]));
+	j = json_pack("{s:o, s:b, s:b}", "Cmd", cmd, "AttachStdout", 0, "AttachStderr", 0); /* owns cmd */
+	body = j ? json_dumps(j, JSON_COMPACT) : NULL;
+	json_decref(j);
+	j = NULL;
+	if (!body)
+		return sbx_err_set(err, 500, "nomem", "docker exec body");
+	snprintf(path, sizeof(path), "/containers/%s/exec", name);
+	snprintf(what, sizeof(what), "exec %s in %s", argv[0], name);
+	if (call_json(host, "POST", path, body, 201, 200, what, &j, err) < 0)
+		goto out;
+	if (!(eid = json_string_value(json_object_get(j, "Id"))) || !name_ok(eid)) {
+		sbx_err_set(err, 503, "docker", "docker %s: no exec id in the answer", what);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/exec/%s/start", eid);
+	{
+		struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
+		char msg[256];
+		long st;
+		int rc = call(host, "POST", path, "{\"Detach\":true,\"Tty\":false}", &st, &r, err);
+		if (rc == 0 && st != 200 && st != 204)
+			rc = sbx_err_set(err, 503, "docker", "docker %s: start: %ld %s", what, st,
+					 message(&r, msg, sizeof(msg)));
+		free(r.data);
+		if (rc < 0)
+			goto out;
+	}
+	snprintf(path, sizeof(path), "/exec/%s/json", eid);
+	for (;;) {
+		json_t *e = NULL;
+		if (call_json(host, "GET", path, NULL, 200, 200, what, &e, err) < 0)
+			goto out;
+		if (!json_is_true(json_object_get(e, "Running"))) {
+			json_int_t code = json_integer_value(json_object_get(e, "ExitCode"));
+			json_decref(e);
+			ret = code == 0 ? 0 : sbx_err_set(err, 500, "docker", "docker %s: exit %lld", what, (long long)code);
+			goto out;
+		}
+		json_decref(e);
+		if (waited >= timeout_ms) {
+			sbx_err_set(err, 504, "docker", "docker %s: still running after %d ms", what, timeout_ms);
+			goto out;
+		}
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+out:
+	json_decref(j);
+	free(body);
+	return ret;
+}
+
+/* GET /containers/NAME/json */
+static int inspect(const char *host, const char *name, json_t **out, sbx_err *err)
+{
+	char path[200], what[160];
+
+	if (!name_ok(name))
+		return sbx_err_set(err, 400, "docker", "bad container name");
+	snprintf(path, sizeof(path), "/containers/%s/json", name);
+	snprintf(what, sizeof(what), "inspect %s", name);
+	return call_json(host, "GET", path, NULL, 200, 200, what, out, err);
+}
+
+int docker_upper_dir(const char *host, const char *name, char *out, size_t sz, sbx_err *err)
+{
+	json_t *j = NULL, *gd;
+	const char *drv, *up;
+	int ret = -1;
+
+	if (inspect(host, name, &j, err) < 0)
+		return -1;
+	gd = json_object_get(j, "GraphDriver");
+	drv = json_string_value(json_object_get(gd, "Name"));
+	up = json_string_value(json_object_get(json_object_get(gd, "Data"), "UpperDir"));
+	if (!drv || strcmp(drv, "overlay2") || !up || up[0] != '/')
+		sbx_err_set(err, 503, "docker", "container %s: its storage is %s, not overlay2 with an upper directory",
+			    name, drv ? drv : "unknown");
+	else if ((size_t)snprintf(out, sz, "%s", up) >= sz)
+		sbx_err_set(err, 503, "docker", "container %s: its upper directory's path is too long", name);
+	else
+		ret = 0;
+	json_decref(j);
+	return ret;
+}
+
+int docker_image_digest(const char *host, const char *name, const char *registry, char *out, size_t sz,
+			sbx_err *err)
+{
+	char path[300], what[160];
+	json_t *c = NULL, *im = NULL, *v;
+	const char *iid;
+	size_t i, rl = strlen(registry);
+	int ret = -1;
+
+	if (inspect(host, name, &c, err) < 0)
+		return -1;
+	iid = json_string_value(json_object_get(c, "Image"));
+	if (!iid || strncmp(iid, "sha256:", 7) || strlen(iid) != 71 || strspn(iid + 7, "0123456789abcdef") != 64) {
+		sbx_err_set(err, 503, "docker", "container %s: no image id", name);
+		goto out;
+	}
+	snprintf(path, sizeof(path), "/images/%s/json", iid);
+	snprintf(what, sizeof(what), "image inspect of %s's image", name);
+	if (call_json(host, "GET", path, NULL, 200, 200, what, &im, err) < 0)
+		goto out;
+	json_array_foreach(json_object_get(im, "RepoDigests"), i, v) {
+		const char *d = json_string_value(v);
+		if (d && !strncmp(d, registry, rl) && d[rl] == '/' && !strncmp(d + rl + 1, "sbx/", 4) &&
+		    strchr(d + rl, '@') && (size_t)snprintf(out, sz, "%s", d + rl + 1) < sz) {
+			ret = 0;
+			goto out;
+		}
+	}
+	sbx_err_set(err, 503, "docker", "container %s: its image came from no sbx repository of %s", name, registry);
+out:
+	json_decref(c);
+	json_decref(im);
 	return ret;
 }

@@ -1,5 +1,5 @@
-/* Pause and unpause through the Docker Engine API (docs.docker.com/reference/api/engine),
- * over the daemon's unix socket with libcurl: what the node agent does to
+/* A few calls of the Docker Engine API (docs.docker.com/reference/api/engine),
+ * over the daemon's unix socket with libcurl: what the node agent needs of
  * the containers Nomad's docker driver runs on its client (adopt.c). */
 #ifndef SBX_WORKER_DOCKER_H
 #define SBX_WORKER_DOCKER_H
@@ -15,5 +15,18 @@
  * Done already (409: already paused / not paused) is success. A missing
  * container is 404; an unreachable daemon 503. */
 int docker_pause(const char *host, const char *name, bool pause, sbx_err *err);
+
+/* POST /containers/NAME/exec and /exec/ID/start (detached), then its
+ * /exec/ID/json until it ends (timeout_ms at most): 0 when it exited 0. */
+int docker_exec(const char *host, const char *name, const char *const *argv, int timeout_ms, sbx_err *err);
+
+/* The container's writable layer on the host: overlay2's UpperDir. */
+int docker_upper_dir(const char *host, const char *name, char *out, size_t sz, sbx_err *err);
+
+/* The container's image as the registry names it: of the image's
+ * RepoDigests, the one REGISTRY/sbx/...@sha256:..., without "REGISTRY/"
+ * (registry: HOST:PORT, as the image was pulled). */
+int docker_image_digest(const char *host, const char *name, const char *registry, char *out, size_t sz,
+			sbx_err *err);
 
 #endif

@@ -342,20 +342,12 @@ struct sb *node_served(struct node *n, const sbx_mq_msg *m, const char *id, cons
 	return s;
 }
 
-struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid, const char *what,
-			   bool nomad_too)
+struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid)
 {
 	struct sb *s = node_served(n, m, id, sid);
-	char why[160];
 
 	if (!s)
 		return NULL;
-	if (s->nomad && !nomad_too) {
-		/* its container is Docker's, not a runsc container of ours */
-		snprintf(why, sizeof(why), "%s sandboxes Nomad runs is not supported yet", what);
-		node_reply_msg(n, m, sbx_reply_fail("not_supported", why));
-		return NULL;
-	}
 	if (node_op_find(n, id)) {
 		node_reply_msg(n, m, sbx_reply_fail("busy", "another change to the sandbox is in flight on the node"));
 		return NULL;

@@ -133,11 +133,10 @@ void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen 
 /* The placement id, when it serves record sid; NULL once m is answered not_found
  * (no such placement here, a warm pool member, or serving another record). */
 struct sb *node_served(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid);
-/* node_served, and a sandbox of ours (or one Nomad runs when nomad_too; else
- * WHAT names the change in the not_supported answer) with no other change
- * in flight (busy); NULL once m is answered. */
-struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid, const char *what,
-			   bool nomad_too);
+/* node_served, with no other change in flight (busy); NULL once m is
+ * answered. A sandbox Nomad runs is changed like one of ours (adopt.c:
+ * pause and snapshots through its Docker container). */
+struct sb *node_changeable(struct node *n, const sbx_mq_msg *m, const char *id, const char *sid);
 /* Destroys a sandbox in a short-lived process; m: the request to answer
  * (NULL: nobody waits), reason: for the logs. */
 void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const char *reason);

@@ -50,7 +50,7 @@ void on_pause(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_
 		node_reply_msg(n, m, sbx_reply_fail(NULL, "malformed request"));
 		return;
 	}
-	if (!(s = node_changeable(n, m, id, sid, "pausing and resuming", true)))
+	if (!(s = node_changeable(n, m, id, sid)))
 		return;
 	if (s->st == (pause ? SB_PAUSED : SB_READY)) {
 		node_reply_msg(n, m, sbx_reply_ok()); /* done already: a repeated request */

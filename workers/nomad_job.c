@@ -28,7 +28,8 @@ const char *nomad_job_sandbox(const char *job_id)
 	return job_id + pl;
 }
 
-int nomad_image_ref(const char *registry_url, const char *template, char *buf, size_t sz, sbx_err *err)
+int nomad_image_ref(const char *registry_url, const char *template, const char *snapshot, char *buf, size_t sz,
+		    sbx_err *err)
 {
 	const char *h = strstr(registry_url, "://");
 	size_t hl;
@@ -38,7 +39,14 @@ int nomad_image_ref(const char *registry_url, const char *template, char *buf, s
 	hl = strlen(h);
 	while (hl && h[hl - 1] == '/')
 		hl--;
-	n = snprintf(buf, sz, "%.*s/sbx/templates/%s:latest", (int)hl, h, template);
+	if (snapshot && snapshot[0]) {
+		/* sbx/snapshots/ID@sha256:HEX, as the record's snapshot names it */
+		if (strncmp(snapshot, "sbx/snapshots/", 14) || !strstr(snapshot, "@sha256:") ||
+		    strspn(snapshot, "abcdefghijklmnopqrstuvwxyz0123456789/@:") != strlen(snapshot))
+			return sbx_err_set(err, 500, "bad_snapshot", "snapshot image '%.100s' is malformed", snapshot);
+		n = snprintf(buf, sz, "%.*s/%s", (int)hl, h, snapshot);
+	} else
+		n = snprintf(buf, sz, "%.*s/sbx/templates/%s:latest", (int)hl, h, template);
 	if (!hl || n < 0 || (size_t)n >= sz)
 		return sbx_err_set(err, 500, "bad_config", "cannot name the image of template %s from registry_url",
 				   template);

@@ -51,8 +51,11 @@ const char *nomad_var_sandbox(const char *path);
 /* {"Namespace", "Path", "Items": {"chan_key": KEY}} for PUT /v1/var/:path;
  * namespace_ may be "" (the agent's default). NULL only when out of memory. */
 json_t *nomad_var_build(const char *namespace_, const char *path, const char *chan_key);
-/* The image reference of a template: registry_url without its scheme. */
-int nomad_image_ref(const char *registry_url, const char *template, char *buf, size_t sz, sbx_err *err);
+/* The image reference of a template (REGISTRY/sbx/templates/T:latest), or of
+ * the snapshot a sandbox starts from when snapshot is not empty
+ * (REGISTRY/sbx/snapshots/ID@sha256:HEX): registry_url without its scheme. */
+int nomad_image_ref(const char *registry_url, const char *template, const char *snapshot, char *buf, size_t sz,
+		    sbx_err *err);
 
 /* The allocation of a sandbox's job, as the driver cares about it. */
 enum nomad_alloc_phase { NOMAD_ALLOC_NONE, NOMAD_ALLOC_PENDING, NOMAD_ALLOC_RUNNING, NOMAD_ALLOC_DEAD };

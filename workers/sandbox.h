@@ -147,10 +147,10 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 int sandbox_resume_finish(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
 /* 1 when the sandbox holds a complete checkpoint (it is paused), else 0. */
 int sandbox_paused(const struct sandbox_node_cfg *c, const char *id);
-/* A snapshot (snapshot.c): the sandbox's writable layer, read while its
- * cgroup is frozen, pushed by the helper as image sbx/snapshots/SNAPSHOT
- * (its layer on top of the image the sandbox started from). digest: the
- * manifest's; bytes: the new layer's compressed size. The sandbox runs on
+/* A snapshot (snapshot.c): the sandbox's writable layer (of a sandbox Nomad
+ * runs: its Docker container's, adopt.c), read while its cgroup is frozen,
+ * pushed by the helper as image sbx/snapshots/SNAPSHOT (its layer on top of
+ * the image the sandbox started from). digest: the manifest's; bytes: the new layer's compressed size. The sandbox runs on
  * either way; the intermediate files are gone when it returns. */
 struct sandbox_snapshot_req {
 	const char *snapshot_id;
@@ -216,5 +216,8 @@ int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
  * come here for an adopted id. */
 int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool pause, sbx_err *err);
 bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id);
+/* Its container's name in Docker: TASK-ALLOC, as Nomad's docker driver
+ * names a task's container. */
+int sandbox_adopted_container(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err);
 
 #endif

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include "cleanup.h"
 #include "clock.h"
+#include "docker.h"
 #include "err.h"
 #include "freezer.h"
 #include "host.h"
@@ -146,6 +147,41 @@ static int copy_frozen(const struct sandbox_node_cfg *c, const char *id, const s
 	return r;
 }
 
+/* A sandbox Nomad runs (adopt.c): its writable layer is the overlay2 upper
+ * directory Docker made for its container (runsc runs there with
+ * --overlay2=none, doc/nomad.md, so what the sandbox writes reaches it
+ * through the gofer), read while Docker holds the container paused; base:
+ * the image it was pulled as. A container the user paused is not ready, so
+ * never snapshotted: the thaw after the copy is always ours to do. */
+static int adopted_copy(const struct sandbox_node_cfg *c, const char *id, const char *registry, const char *dst,
+			char *base, size_t bsz, sbx_err *err)
+{
+	char name[128], upper[600];
+	const char *sync_argv[] = { "/bin/sync", NULL };
+	const char *argv[] = { "cp", "-a", "--one-file-system", upper, dst, NULL };
+	cleanup_host_out struct host_out o = { 0 };
+	struct host_run_opts ro = HOST_RUN_OPTS("snapshot");
+	sbx_err e2 = SBX_ERR_INIT;
+	int r;
+
+	if (sandbox_adopted_container(c, id, name, sizeof(name), err) < 0 ||
+	    docker_image_digest(c->docker_host, name, registry, base, bsz, err) < 0 ||
+	    docker_upper_dir(c->docker_host, name, upper, sizeof(upper), err) < 0)
+		return -1;
+	/* what the sandbox wrote and the sentry still holds reaches the host */
+	if (docker_exec(c->docker_host, name, sync_argv, 30000, &e2) < 0)
+		log_warnx("sandbox %s: sync before the snapshot: %s", id, e2.msg);
+	sandbox_fault_point(c, "snapshot-copy", id);
+	if (docker_pause(c->docker_host, name, true, err) < 0)
+		return sbx_err_ctx(err, "freezing the sandbox");
+	sandbox_fault_point(c, "snapshot-frozen", id);
+	ro.timeout_ms = COPY_TIMEOUT_MS;
+	r = host_run_ok("copying the writable layer", argv, &ro, &o, err);
+	if (docker_pause(c->docker_host, name, false, &e2) < 0)
+		log_warnx("sandbox %s: thaw after the snapshot copy: %s", id, e2.msg);
+	return r;
+}
+
 int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const struct sandbox_snapshot_req *rq,
 		     char *digest, size_t dsz, long long *bytes, sbx_err *err)
 {
@@ -155,13 +191,15 @@ int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const str
 	struct host_run_opts ro = HOST_RUN_OPTS("snapshot");
 	sbx_err e2 = SBX_ERR_INIT;
 	int r = -1;
+	bool adopted;
 
 	*bytes = 0;
 	digest[0] = 0;
 	if (!sbx_id_valid(id) || !sbx_id_valid(rq->snapshot_id))
 		return sbx_err_set(err, 400, "snapshot", "bad sandbox or snapshot id");
+	adopted = sandbox_adopted(c, id);
 	sandbox_paths(c, id, &p);
-	if (sandbox_image_of(c, id, base, sizeof(base), err) < 0)
+	if (!adopted && sandbox_image_of(c, id, base, sizeof(base), err) < 0)
 		return -1;
 	snprintf(upper, sizeof(upper), "%s/upper", p.disk_mnt);
 	sandbox_snapshot_workdir(c, NULL, work, sizeof(work));
@@ -177,13 +215,20 @@ int sandbox_snapshot(const struct sandbox_node_cfg *c, const char *id, const str
 		return sbx_err_sys(err, "snapshot", "mkdir %s", work);
 	snprintf(copy, sizeof(copy), "%s/upper", work);
 
-	/* what the sandbox wrote and the sentry still holds reaches the host */
-	if (sandbox_has_init(c) && runsc_sync(c, &p, id, &e2) < 0)
-		log_warnx("sandbox %s: sync before the snapshot: %s", id, e2.msg);
-	sandbox_fault_point(c, "snapshot-copy", id);
-	if (copy_frozen(c, id, &p, upper, copy, err) < 0) {
-		sbx_err_ctx(err, "snapshot %s", rq->snapshot_id);
-		goto out;
+	if (adopted) {
+		if (adopted_copy(c, id, rq->registry, copy, base, sizeof(base), err) < 0) {
+			sbx_err_ctx(err, "snapshot %s", rq->snapshot_id);
+			goto out;
+		}
+	} else {
+		/* what the sandbox wrote and the sentry still holds reaches the host */
+		if (sandbox_has_init(c) && runsc_sync(c, &p, id, &e2) < 0)
+			log_warnx("sandbox %s: sync before the snapshot: %s", id, e2.msg);
+		sandbox_fault_point(c, "snapshot-copy", id);
+		if (copy_frozen(c, id, &p, upper, copy, err) < 0) {
+			sbx_err_ctx(err, "snapshot %s", rq->snapshot_id);
+			goto out;
+		}
 	}
 	snprintf(repo, sizeof(repo), "sbx/snapshots/%s", rq->snapshot_id);
 	snprintf(label, sizeof(label), "org.sbx.snapshot.id=%s", rq->snapshot_id);

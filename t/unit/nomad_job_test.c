@@ -20,6 +20,7 @@
 #include "../tap.h"
 
 #define SID "0123456789abcdef01234567"
+#define SHA "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static sbx_err err;
 
@@ -177,10 +178,19 @@ static void ids(void)
 	is_str(nomad_job_sandbox("sbx-" SID), SID, "our job names its sandbox");
 	ok(nomad_job_sandbox("sbx-xyz") == NULL, "a job with a malformed id is not ours");
 	ok(nomad_job_sandbox("web-" SID) == NULL, "someone else's job is not ours");
-	ok(nomad_image_ref("http://127.0.0.1:5000/", "debian-12", img, sizeof(img), &err) == 0 &&
+	ok(nomad_image_ref("http://127.0.0.1:5000/", "debian-12", NULL, img, sizeof(img), &err) == 0 &&
 		   !strcmp(img, "127.0.0.1:5000/sbx/templates/debian-12:latest"),
 	   "image reference without the scheme");
-	ok(nomad_image_ref("https://", "x", img, sizeof(img), &err) < 0, "a registry URL without a host is refused");
+	ok(nomad_image_ref("https://", "x", "", img, sizeof(img), &err) < 0, "a registry URL without a host is refused");
+	ok(nomad_image_ref("http://127.0.0.1:5000", "debian-12", "sbx/snapshots/" SID "@sha256:" SHA, img, sizeof(img),
+			   &err) == 0 &&
+		   !strcmp(img, "127.0.0.1:5000/sbx/snapshots/" SID "@sha256:" SHA),
+	   "a sandbox from a snapshot: the snapshot's image, by digest");
+	ok(nomad_image_ref("http://127.0.0.1:5000", "debian-12", "sbx/templates/x:latest", img, sizeof(img), &err) < 0,
+	   "a snapshot image outside sbx/snapshots/ is refused");
+	ok(nomad_image_ref("http://127.0.0.1:5000", "debian-12", "sbx/snapshots/a b@sha256:0", img, sizeof(img),
+			   &err) < 0,
+	   "a snapshot image with other characters is refused");
 }
 
 #define ALLOC(id, ci, cs, ts, extra)                                                                        \
