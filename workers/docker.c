@@ -27,6 +27,17 @@ static const char *message(const struct sbx_curl_body *r, char *buf, size_t sz)
 	return buf;
 }
 
+/* An answer with status st that is not the one asked for: 404 and 409 as
+ * Docker said (a missing container, one in the wrong state), anything else
+ * 503; with Docker's message. */
+static int http_fail(sbx_err *err, long st, const struct sbx_curl_body *r, const char *what)
+{
+	char msg[256];
+
+	return sbx_err_set(err, st == 404 || st == 409 ? (int)st : 503, "docker", "docker %s: %ld %s", what, st,
+			   message(r, msg, sizeof(msg)));
+}
+
 static int call(const char *host, const char *method, const char *path, const char *body, long *status,
 		struct sbx_curl_body *r, sbx_err *err)
 {
@@ -89,13 +100,14 @@ static bool name_ok(const char *name)
 int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 {
 	struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
-	char path[200], msg[256];
+	char path[200], msg[256], what[160];
 	long st;
 	int ret = 0;
 
 	if (!name_ok(name))
 		return sbx_err_set(err, 400, "docker", "bad container name");
 	snprintf(path, sizeof(path), "/containers/%s/%s", name, pause ? "pause" : "unpause");
+	snprintf(what, sizeof(what), "%s %s", pause ? "pause" : "unpause", name);
 	if (call(host, "POST", path, NULL, &st, &r, err) < 0)
 		ret = -1;
 	else if (st == 204 || st == 200)
@@ -103,8 +115,7 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 	else if (st == 409 && strstr(message(&r, msg, sizeof(msg)), pause ? "already paused" : "not paused"))
 		ret = 0; /* done before: a repeated request */
 	else
-		ret = sbx_err_set(err, st == 404 ? 404 : st == 409 ? 409 : 503, "docker", "docker %s %s: %ld %s",
-				  pause ? "pause" : "unpause", name, st, message(&r, msg, sizeof(msg)));
+		ret = http_fail(err, st, &r, what);
 	free(r.data);
 	return ret;
 }
@@ -114,7 +125,6 @@ static int call_json(const char *host, const char *method, const char *path, con
 		     const char *what, json_t **out, sbx_err *err)
 {
 	struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
-	char msg[256];
 	long st;
 	int ret = 0;
 
@@ -122,8 +132,7 @@ static int call_json(const char *host, const char *method, const char *path, con
 	if (call(host, method, path, body, &st, &r, err) < 0)
 		ret = -1;
 	else if (st != ok1 && st != ok2)
-		ret = sbx_err_set(err, st == 404 ? 404 : st == 409 ? 409 : 503, "docker", "docker %s: %ld %s", what, st,
-				  message(&r, msg, sizeof(msg)));
+		ret = http_fail(err, st, &r, what);
 	else if (!(*out = json_loads(r.data ? r.data : "", 0, NULL)) || !json_is_object(*out)) {
 		json_decref(*out);
 		*out = NULL;
@@ -166,12 +175,13 @@ int docker_exec(const char *host, const char *name, const char *const *argv, int
 	snprintf(path, sizeof(path), "/exec/%s/start", eid);
 	{
 		struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
-		char msg[256];
 		long st;
 		int rc = call(host, "POST", path, "{\"Detach\":true,\"Tty\":false}", &st, &r, err);
-		if (rc == 0 && st != 200 && st != 204)
+		if (rc == 0 && st != 200 && st != 204) {
+			char msg[256];
 			rc = sbx_err_set(err, 503, "docker", "docker %s: start: %ld %s", what, st,
 					 message(&r, msg, sizeof(msg)));
+		}
 		free(r.data);
 		if (rc < 0)
 			goto out;
@@ -201,51 +211,33 @@ out:
 	return ret;
 }
 
-/* GET /containers/NAME/json */
-static int inspect(const char *host, const char *name, json_t **out, sbx_err *err)
+int docker_layer(const char *host, const char *name, const char *registry, char *base, size_t bsz, char *upper,
+		 size_t usz, sbx_err *err)
 {
-	char path[200], what[160];
+	char path[300], what[160];
+	json_t *c = NULL, *im = NULL, *v, *gd;
+	const char *iid, *drv, *up;
+	size_t i, rl = strlen(registry);
+	int ret = -1;
 
 	if (!name_ok(name))
 		return sbx_err_set(err, 400, "docker", "bad container name");
 	snprintf(path, sizeof(path), "/containers/%s/json", name);
 	snprintf(what, sizeof(what), "inspect %s", name);
-	return call_json(host, "GET", path, NULL, 200, 200, what, out, err);
-}
-
-int docker_upper_dir(const char *host, const char *name, char *out, size_t sz, sbx_err *err)
-{
-	json_t *j = NULL, *gd;
-	const char *drv, *up;
-	int ret = -1;
-
-	if (inspect(host, name, &j, err) < 0)
+	if (call_json(host, "GET", path, NULL, 200, 200, what, &c, err) < 0)
 		return -1;
-	gd = json_object_get(j, "GraphDriver");
+	gd = json_object_get(c, "GraphDriver");
 	drv = json_string_value(json_object_get(gd, "Name"));
 	up = json_string_value(json_object_get(json_object_get(gd, "Data"), "UpperDir"));
-	if (!drv || strcmp(drv, "overlay2") || !up || up[0] != '/')
+	if (!drv || strcmp(drv, "overlay2") || !up || up[0] != '/') {
 		sbx_err_set(err, 503, "docker", "container %s: its storage is %s, not overlay2 with an upper directory",
 			    name, drv ? drv : "unknown");
-	else if ((size_t)snprintf(out, sz, "%s", up) >= sz)
+		goto out;
+	}
+	if ((size_t)snprintf(upper, usz, "%s", up) >= usz) {
 		sbx_err_set(err, 503, "docker", "container %s: its upper directory's path is too long", name);
-	else
-		ret = 0;
-	json_decref(j);
-	return ret;
-}
-
-int docker_image_digest(const char *host, const char *name, const char *registry, char *out, size_t sz,
-			sbx_err *err)
-{
-	char path[300], what[160];
-	json_t *c = NULL, *im = NULL, *v;
-	const char *iid;
-	size_t i, rl = strlen(registry);
-	int ret = -1;
-
-	if (inspect(host, name, &c, err) < 0)
-		return -1;
+		goto out;
+	}
 	iid = json_string_value(json_object_get(c, "Image"));
 	if (!iid || strncmp(iid, "sha256:", 7) || strlen(iid) != 71 || strspn(iid + 7, "0123456789abcdef") != 64) {
 		sbx_err_set(err, 503, "docker", "container %s: no image id", name);
@@ -258,7 +250,7 @@ int docker_image_digest(const char *host, const char *name, const char *registry
 	json_array_foreach(json_object_get(im, "RepoDigests"), i, v) {
 		const char *d = json_string_value(v);
 		if (d && !strncmp(d, registry, rl) && d[rl] == '/' && !strncmp(d + rl + 1, "sbx/", 4) &&
-		    strchr(d + rl, '@') && (size_t)snprintf(out, sz, "%s", d + rl + 1) < sz) {
+		    strchr(d + rl, '@') && (size_t)snprintf(base, bsz, "%s", d + rl + 1) < bsz) {
 			ret = 0;
 			goto out;
 		}

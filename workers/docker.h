@@ -20,13 +20,12 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err);
  * /exec/ID/json until it ends (timeout_ms at most): 0 when it exited 0. */
 int docker_exec(const char *host, const char *name, const char *const *argv, int timeout_ms, sbx_err *err);
 
-/* The container's writable layer on the host: overlay2's UpperDir. */
-int docker_upper_dir(const char *host, const char *name, char *out, size_t sz, sbx_err *err);
-
-/* The container's image as the registry names it: of the image's
- * RepoDigests, the one REGISTRY/sbx/...@sha256:..., without "REGISTRY/"
- * (registry: HOST:PORT, as the image was pulled). */
-int docker_image_digest(const char *host, const char *name, const char *registry, char *out, size_t sz,
-			sbx_err *err);
+/* What a snapshot of the container reads (one inspect of it, one of its
+ * image): upper, its writable layer on the host (overlay2's UpperDir;
+ * another storage driver is refused); base, its image as the registry names
+ * it: of the image's RepoDigests the one REGISTRY/sbx/...@sha256:...,
+ * without "REGISTRY/" (registry: HOST:PORT, as the image was pulled). */
+int docker_layer(const char *host, const char *name, const char *registry, char *base, size_t bsz, char *upper,
+		 size_t usz, sbx_err *err);
 
 #endif

@@ -165,8 +165,7 @@ static int adopted_copy(const struct sandbox_node_cfg *c, const char *id, const 
 	int r;
 
 	if (sandbox_adopted_container(c, id, name, sizeof(name), err) < 0 ||
-	    docker_image_digest(c->docker_host, name, registry, base, bsz, err) < 0 ||
-	    docker_upper_dir(c->docker_host, name, upper, sizeof(upper), err) < 0)
+	    docker_layer(c->docker_host, name, registry, base, bsz, upper, sizeof(upper), err) < 0)
 		return -1;
 	/* what the sandbox wrote and the sentry still holds reaches the host */
 	if (docker_exec(c->docker_host, name, sync_argv, 30000, &e2) < 0)

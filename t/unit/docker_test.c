@@ -6,7 +6,8 @@
  * sends nothing. exec creates the command (its Cmd sent as JSON), starts it
  * detached and waits until it ends: exit 0 succeeds, another code fails.
  * The writable layer is overlay2's UpperDir (another storage driver is
- * refused); the image is named by the RepoDigest of the given registry only
+ * refused), read with the image from one inspect of the container; the
+ * image is named by the RepoDigest of the given registry only
  * (not of another, not of a registry whose name merely begins the same); an
  * answer over 256 kB is refused. The far end is a child process answering as
  * dockerd does on a unix socket, one request per connection. */
@@ -125,6 +126,20 @@ static void fake_dockerd(int lfd)
 	}
 }
 
+/* How many logged requests begin with line. */
+static int count(const char *line)
+{
+	char buf[256];
+	int n = 0;
+	FILE *f = fopen(log_path, "r");
+
+	while (f && fgets(buf, sizeof(buf), f))
+		n += !strncmp(buf, line, strlen(line));
+	if (f)
+		fclose(f);
+	return n;
+}
+
 static bool logged(const char *line)
 {
 	char buf[65536];
@@ -141,7 +156,7 @@ int main(void)
 {
 	sbx_err err = SBX_ERR_INIT;
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char out[256];
+	char out[256], base[256];
 	const char *sync_argv[] = { "/bin/sync", NULL };
 	int lfd, st;
 	pid_t pid;
@@ -198,19 +213,21 @@ int main(void)
 	ok(docker_exec(host, "sandbox-gone", sync_argv, 5000, &err) < 0 && err.http == 404,
 	   "an exec in a missing container: 404");
 
-	ok(docker_upper_dir(host, "sandbox-a", out, sizeof(out), &err) == 0, "upper dir of an overlay2 container");
+	ok(docker_layer(host, "sandbox-a", "127.0.0.1:25000", base, sizeof(base), out, sizeof(out), &err) == 0,
+	   "the layer of an overlay2 container");
 	is_str(out, "/var/lib/docker/overlay2/abc/diff", "...its UpperDir");
 	err = (sbx_err)SBX_ERR_INIT;
-	ok(docker_upper_dir(host, "sandbox-v", out, sizeof(out), &err) < 0 && strstr(err.msg, "vfs"),
+	ok(docker_layer(host, "sandbox-v", "127.0.0.1:25000", base, sizeof(base), out, sizeof(out), &err) < 0 &&
+		   strstr(err.msg, "vfs"),
 	   "another storage driver is refused, named (%s)", err.msg);
-	ok(docker_image_digest(host, "sandbox-a", "127.0.0.1:25000", out, sizeof(out), &err) == 0,
-	   "the image by the registry's digest");
-	is_str(out, "sbx/templates/debian-12@" DIG, "...the registry's RepoDigest, without the registry");
+	is_int(count("GET /containers/sandbox-a/json"), 1, "one inspect of the container gives both");
+	is_str(base, "sbx/templates/debian-12@" DIG, "...the image by the registry's RepoDigest, without the registry");
 	err = (sbx_err)SBX_ERR_INIT;
-	ok(docker_image_digest(host, "sandbox-a", "127.0.0.1:2500", out, sizeof(out), &err) < 0,
+	ok(docker_layer(host, "sandbox-a", "127.0.0.1:2500", base, sizeof(base), out, sizeof(out), &err) < 0,
 	   "a registry whose name only begins the same is not the image's");
 	err = (sbx_err)SBX_ERR_INIT;
-	ok(docker_upper_dir(host, "sandbox-big", out, sizeof(out), &err) < 0 && strstr(err.msg, "larger than"),
+	ok(docker_layer(host, "sandbox-big", "127.0.0.1:25000", base, sizeof(base), out, sizeof(out), &err) < 0 &&
+		   strstr(err.msg, "larger than"),
 	   "an answer over 256 kB is refused (%s)", err.msg);
 
 	kill(pid, SIGTERM);
