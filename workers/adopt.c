@@ -31,9 +31,9 @@
 #include <unistd.h>
 #include "chanauth.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "cni.h"
 #include "docker.h"
-#include "clock.h"
 #include "host.h"
 #include "log.h"
 #include "nomad_net.h"
@@ -330,4 +330,12 @@ int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool
 		return sbx_err_ctx(err, "pause %s", id);
 	}
 	return 0;
+}
+
+void sandbox_adopted_unfreeze(const struct sandbox_node_cfg *c, const char *id, const char *when)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	if (!sandbox_adopted_paused(c, id) && sandbox_adopted_pause(c, id, false, &err) < 0)
+		log_warnx("sandbox %s: thaw %s: %s", id, when, err.msg);
 }

@@ -33,7 +33,6 @@ void worker_sleep_ms(long ms)
 	}
 }
 
-
 long worker_retry_next(long ms)
 {
 	return ms * 2 > WORKER_RETRY_MAX_MS ? WORKER_RETRY_MAX_MS : ms * 2;

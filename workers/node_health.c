@@ -178,17 +178,6 @@ void check_liveness(struct node *n)
 /* Everything on this node that no live record owns goes. In-flight work
  * (a start or destroy process) is left alone; a live record whose sandbox
  * we do not track yet (agent restart) is adopted. */
-/* A ready sandbox Nomad runs, found by a new node agent: a snapshot's copy
- * that the old one's death cut short may have left Docker holding its
- * container paused (snapshot.c); thawed, unless a pause is meant. */
-static void adopted_thaw(struct node *n, struct sb *s)
-{
-	sbx_err err = SBX_ERR_INIT;
-
-	if (!sandbox_adopted_paused(&n->sc, s->id) && sandbox_adopted_pause(&n->sc, s->id, false, &err) < 0)
-		log_warnx("sandbox %s: thawing its container: %s", s->id, err.msg);
-}
-
 void reap_orphans(struct node *n, bool at_start)
 {
 	char **ids = NULL;
@@ -269,8 +258,10 @@ void reap_orphans(struct node *n, bool at_start)
 						snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", rid);
 						log_info("sandbox %s: adopted as placement %s (%s)", rid, id, rst);
 						idle_ready(s, true);
+						/* a snapshot's copy the old agent's death
+						 * cut short may have left it paused */
 						if (s->nomad && ns == SB_READY)
-							adopted_thaw(n, s);
+							sandbox_adopted_unfreeze(&n->sc, s->id, "after a node agent restart");
 					}
 				} else if (s && sbx_sb_status_parse(rst) == SBX_SB_STARTING) {
 					/* started here, its ready not recorded yet: the

@@ -182,13 +182,10 @@ void snapshot_done(struct node *n, struct op *o, bool ok, const char *msg)
 		sbx_err err = SBX_ERR_INIT;
 
 		log_warnx("snapshot %s: failed: %s", snap, msg);
-		if (s && s->nomad) {
-			/* Docker may hold its container paused (adopt.c); one the
-			 * user paused is not snapshotted */
-			if (!sandbox_adopted_paused(&n->sc, o->id) && sandbox_adopted_pause(&n->sc, o->id, false, &err) < 0)
-				log_warnx("sandbox %s: thaw after a failed snapshot: %s", o->id, err.msg);
-		} else if (s && !s->idle.frozen && sandbox_freeze_state(o->id) > SANDBOX_THAWED &&
-			   sandbox_thaw(o->id, &err) < 0)
+		if (s && s->nomad) /* Docker may hold its container paused (adopt.c) */
+			sandbox_adopted_unfreeze(&n->sc, o->id, "after a failed snapshot");
+		else if (s && !s->idle.frozen && sandbox_freeze_state(o->id) > SANDBOX_THAWED &&
+			 sandbox_thaw(o->id, &err) < 0)
 			log_warnx("sandbox %s: thaw after a failed snapshot: %s", o->id, err.msg);
 		sandbox_snapshot_workdir(&n->sc, snap, work, sizeof(work));
 		if (host_run_ok("rm", argv, NULL, &ho, &err) < 0)

@@ -216,6 +216,10 @@ int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
  * come here for an adopted id. */
 int sandbox_adopted_pause(const struct sandbox_node_cfg *c, const char *id, bool pause, sbx_err *err);
 bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id);
+/* Its container thawed, unless a pause is meant (the mark): what a
+ * snapshot's copy that was cut short left paused (snapshot.c). A failure is
+ * logged, naming when. */
+void sandbox_adopted_unfreeze(const struct sandbox_node_cfg *c, const char *id, const char *when);
 /* Its container's name in Docker: TASK-ALLOC, as Nomad's docker driver
  * names a task's container. */
 int sandbox_adopted_container(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err);

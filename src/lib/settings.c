@@ -190,8 +190,8 @@ const struct sbx_setting sbx_settings[] = {
 	  "the Nomad client's allocation directory on this node (its data_dir/alloc): the node agent "
 	  "reaches the sbx-init of a sandbox Nomad runs here at ID/alloc/sbx-init.sock under it" },
 	{ "nomad_docker_host", SBX_ST_STR, "unix:///var/run/docker.sock", 0, 0, R, WRK,
-	  "the Docker that runs Nomad's tasks on this node (unix:///PATH): the node agent pauses and resumes a "
-	  "sandbox Nomad runs here by freezing its container through it" },
+	  "the Docker that runs Nomad's tasks on this node (unix:///PATH): the node agent pauses, resumes and "
+	  "snapshots a sandbox Nomad runs here through it (freezing its container, reading its writable layer)" },
 	{ "nomad_cni_socket", SBX_ST_STR, "", 0, 0, R, WRK,
 	  "unix socket (root only) on which this node agent wires the sbx CNI network of the sandboxes Nomad "
 	  "runs here, for the sbx-cni plugin (its config's \"socket\"); empty: not served" },
