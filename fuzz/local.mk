@@ -5,7 +5,7 @@
 EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
 if FUZZING
 FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame \
-	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni fuzz/fuzz_chanhs
+	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni fuzz/fuzz_chanhs fuzz/fuzz_docker
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
 # the API's own body tables (src/api/bodies.c), so it checks exactly the API's rules
@@ -56,6 +56,13 @@ fuzz_fuzz_cni_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 fuzz_fuzz_cni_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_cni_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_cni_LDADD = $(SBX_LIBS)
+
+# the Docker daemon's answers and /proc/PID/cgroup to the node agent (workers/docker_answer.c)
+fuzz_fuzz_docker_SOURCES = fuzz/fuzz_docker.c workers/docker_answer.c src/lib/err.c
+fuzz_fuzz_docker_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+fuzz_fuzz_docker_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_docker_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_docker_LDADD = $(SBX_LIBS)
 
 # snapshotFrequency (API bodies, the node's schedule)
 fuzz_fuzz_cron_SOURCES = fuzz/fuzz_cron.c src/lib/cron.c src/lib/err.c

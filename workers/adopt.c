@@ -8,6 +8,9 @@
  *   nomad/ID/chan.key   the channel key (the task got it as SBX_CHANNEL_KEY)
  *   nomad/ID/alloc.id   the Nomad allocation; sbx-init's socket is
  *                       nomad_alloc_dir/ALLOC/alloc/sbx-init.sock
+ *   nomad/ID/cgroup     "PID CGROUP": the host pid of the container's
+ *                       init (Docker's State.Pid) and its cgroup, noted
+ *                       when its use was first read (stats.c)
  *   nomad/ID/paused     present from the moment a pause begins until a
  *                       resume has thawed the container: the sandbox is
  *                       meant to be paused (Docker froze its container,
@@ -34,6 +37,7 @@
 #include "clock.h"
 #include "cni.h"
 #include "docker.h"
+#include "docker_answer.h"
 #include "host.h"
 #include "log.h"
 #include "nomad_net.h"
@@ -41,6 +45,8 @@
 #include "sandbox.h"
 
 #define ADOPT_SOCK "sbx-init.sock" /* in the allocation's /alloc (nomad_job.c's --channel) */
+/* the node agent asks this in its loop (at adoption, on a stats request) */
+#define ADOPT_DOCKER_MS 2000
 
 static void adopt_dir(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz)
 {
@@ -133,6 +139,9 @@ int sandbox_adopted_forget(const struct sandbox_node_cfg *c, const char *id, sbx
 			log_warnx("sandbox %s: thawing before its end: %s", id, e2.msg);
 	}
 	snprintf(f, sizeof(f), "%s/paused", d);
+	if (unlink(f) < 0 && errno != ENOENT)
+		return sbx_err_sys(err, "sandbox", "unlink %s", f);
+	snprintf(f, sizeof(f), "%s/cgroup", d);
 	if (unlink(f) < 0 && errno != ENOENT)
 		return sbx_err_sys(err, "sandbox", "unlink %s", f);
 	snprintf(f, sizeof(f), "%s/chan.key", d);
@@ -338,4 +347,61 @@ void sandbox_adopted_unfreeze(const struct sandbox_node_cfg *c, const char *id, 
 
 	if (!sandbox_adopted_paused(c, id) && sandbox_adopted_pause(c, id, false, &err) < 0)
 		log_warnx("sandbox %s: thaw %s: %s", id, when, err.msg);
+}
+
+/* rel := the cgroup process pid is in (docker_cgroup_of of /proc/PID/cgroup). */
+static int proc_cgroup(long pid, char *rel, size_t sz)
+{
+	char path[64], buf[4096];
+	cleanup_close int fd = -1;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/cgroup", pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || (n = read(fd, buf, sizeof(buf) - 1)) <= 0)
+		return -1;
+	buf[n] = 0;
+	return docker_cgroup_of(buf, rel, sz);
+}
+
+bool sandbox_adopted_cgroup_noted(const struct sandbox_node_cfg *c, const char *id)
+{
+	char d[600], f[700];
+
+	if (!sbx_id_valid(id))
+		return false;
+	adopt_dir(c, id, d, sizeof(d));
+	snprintf(f, sizeof(f), "%s/cgroup", d);
+	return access(f, F_OK) == 0;
+}
+
+int sandbox_adopted_cgroup(const struct sandbox_node_cfg *c, const char *id, char *rel, size_t sz, long *pid,
+			   sbx_err *err)
+{
+	char name[128], buf[600], kept[520], d[600];
+	cleanup_close int dfd = -1;
+	sbx_err e2 = SBX_ERR_INIT;
+	long p = -1;
+
+	*pid = -1;
+	if (!sbx_id_valid(id) || !sandbox_adopted(c, id))
+		return sbx_err_set(err, 404, "sandbox", "sandbox %s is not adopted here", id);
+	/* noted before, and that process is still in that cgroup: no Docker call */
+	if (read_file(c, id, "cgroup", buf, sizeof(buf), &e2) == 0 && sscanf(buf, "%ld %519s", &p, kept) == 2 &&
+	    p > 1 && proc_cgroup(p, rel, sz) == 0 && !strcmp(rel, kept)) {
+		*pid = p;
+		return 0;
+	}
+	if (sandbox_adopted_container(c, id, name, sizeof(name), err) < 0 ||
+	    docker_pid(c->docker_host, name, ADOPT_DOCKER_MS, &p, err) < 0)
+		return -1;
+	if (proc_cgroup(p, rel, sz) < 0)
+		return sbx_err_set(err, 503, "sandbox", "container %s: no cgroup of its in /proc/%ld/cgroup", name, p);
+	snprintf(buf, sizeof(buf), "%ld %s\n", p, rel);
+	adopt_dir(c, id, d, sizeof(d));
+	dfd = open(d, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0 || write_file(dfd, "cgroup", buf, &e2) < 0)
+		log_warnx("sandbox %s: noting its cgroup: %s", id, dfd < 0 ? strerror(errno) : e2.msg);
+	*pid = p;
+	return 0;
 }

@@ -10,21 +10,13 @@
 #include <time.h>
 #include "curlbody.h"
 #include "docker.h"
+#include "docker_answer.h"
 
 #define DOCKER_MAX_ANSWER (256u * 1024) /* an inspect is a few kB */
 
-/* The daemon's "message" of an error answer, or its first bytes. */
 static const char *message(const struct sbx_curl_body *r, char *buf, size_t sz)
 {
-	json_t *j = r->data ? json_loads(r->data, 0, NULL) : NULL;
-	const char *m = j ? json_string_value(json_object_get(j, "message")) : NULL;
-
-	snprintf(buf, sz, "%.200s", m ? m : r->data ? r->data : "");
-	json_decref(j);
-	for (char *c = buf; *c; c++)
-		if (*c == '\n' || *c == '\r')
-			*c = ' ';
-	return buf;
+	return docker_message_of(r->data, buf, sz);
 }
 
 /* An answer with status st that is not the one asked for: 404 and 409 as
@@ -38,8 +30,8 @@ static int http_fail(sbx_err *err, long st, const struct sbx_curl_body *r, const
 			   message(r, msg, sizeof(msg)));
 }
 
-static int call(const char *host, const char *method, const char *path, const char *body, long *status,
-		struct sbx_curl_body *r, sbx_err *err)
+static int call(const char *host, const char *method, const char *path, const char *body, long timeout_ms,
+		long *status, struct sbx_curl_body *r, sbx_err *err)
 {
 	CURL *h;
 	CURLcode rc;
@@ -58,7 +50,7 @@ static int call(const char *host, const char *method, const char *path, const ch
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)DOCKER_TIMEOUT_MS);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sbx_curl_body_write);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
@@ -108,7 +100,7 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 		return sbx_err_set(err, 400, "docker", "bad container name");
 	snprintf(path, sizeof(path), "/containers/%s/%s", name, pause ? "pause" : "unpause");
 	snprintf(what, sizeof(what), "%s %s", pause ? "pause" : "unpause", name);
-	if (call(host, "POST", path, NULL, &st, &r, err) < 0)
+	if (call(host, "POST", path, NULL, DOCKER_TIMEOUT_MS, &st, &r, err) < 0)
 		ret = -1;
 	else if (st == 204 || st == 200)
 		ret = 0;
@@ -121,15 +113,15 @@ int docker_pause(const char *host, const char *name, bool pause, sbx_err *err)
 }
 
 /* METHOD PATH [BODY] answered with a JSON object and a status in ok1/ok2. */
-static int call_json(const char *host, const char *method, const char *path, const char *body, long ok1, long ok2,
-		     const char *what, json_t **out, sbx_err *err)
+static int call_json(const char *host, const char *method, const char *path, const char *body, long timeout_ms,
+		     long ok1, long ok2, const char *what, json_t **out, sbx_err *err)
 {
 	struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
 	long st;
 	int ret = 0;
 
 	*out = NULL;
-	if (call(host, method, path, body, &st, &r, err) < 0)
+	if (call(host, method, path, body, timeout_ms, &st, &r, err) < 0)
 		ret = -1;
 	else if (st != ok1 && st != ok2)
 		ret = http_fail(err, st, &r, what);
@@ -166,7 +158,7 @@ int docker_exec(const char *host, const char *name, const char *const *argv, int
 		return sbx_err_set(err, 500, "nomem", "docker exec body");
 	snprintf(path, sizeof(path), "/containers/%s/exec", name);
 	snprintf(what, sizeof(what), "exec %s in %s", argv[0], name);
-	if (call_json(host, "POST", path, body, 201, 200, what, &j, err) < 0)
+	if (call_json(host, "POST", path, body, DOCKER_TIMEOUT_MS, 201, 200, what, &j, err) < 0)
 		goto out;
 	if (!(eid = json_string_value(json_object_get(j, "Id"))) || !name_ok(eid)) {
 		sbx_err_set(err, 503, "docker", "docker %s: no exec id in the answer", what);
@@ -176,7 +168,7 @@ int docker_exec(const char *host, const char *name, const char *const *argv, int
 	{
 		struct sbx_curl_body r = { .max = DOCKER_MAX_ANSWER };
 		long st;
-		int rc = call(host, "POST", path, "{\"Detach\":true,\"Tty\":false}", &st, &r, err);
+		int rc = call(host, "POST", path, "{\"Detach\":true,\"Tty\":false}", DOCKER_TIMEOUT_MS, &st, &r, err);
 		if (rc == 0 && st != 200 && st != 204) {
 			char msg[256];
 			rc = sbx_err_set(err, 503, "docker", "docker %s: start: %ld %s", what, st,
@@ -189,7 +181,7 @@ int docker_exec(const char *host, const char *name, const char *const *argv, int
 	snprintf(path, sizeof(path), "/exec/%s/json", eid);
 	for (;;) {
 		json_t *e = NULL;
-		if (call_json(host, "GET", path, NULL, 200, 200, what, &e, err) < 0)
+		if (call_json(host, "GET", path, NULL, DOCKER_TIMEOUT_MS, 200, 200, what, &e, err) < 0)
 			goto out;
 		if (!json_is_true(json_object_get(e, "Running"))) {
 			json_int_t code = json_integer_value(json_object_get(e, "ExitCode"));
@@ -214,50 +206,43 @@ out:
 int docker_layer(const char *host, const char *name, const char *registry, char *base, size_t bsz, char *upper,
 		 size_t usz, sbx_err *err)
 {
-	char path[300], what[160];
-	json_t *c = NULL, *im = NULL, *v, *gd;
-	const char *iid, *drv, *up;
-	size_t i, rl = strlen(registry);
+	char path[300], what[160], iid[80];
+	json_t *c = NULL, *im = NULL;
 	int ret = -1;
 
 	if (!name_ok(name))
 		return sbx_err_set(err, 400, "docker", "bad container name");
 	snprintf(path, sizeof(path), "/containers/%s/json", name);
 	snprintf(what, sizeof(what), "inspect %s", name);
-	if (call_json(host, "GET", path, NULL, 200, 200, what, &c, err) < 0)
+	if (call_json(host, "GET", path, NULL, DOCKER_TIMEOUT_MS, 200, 200, what, &c, err) < 0)
 		return -1;
-	gd = json_object_get(c, "GraphDriver");
-	drv = json_string_value(json_object_get(gd, "Name"));
-	up = json_string_value(json_object_get(json_object_get(gd, "Data"), "UpperDir"));
-	if (!drv || strcmp(drv, "overlay2") || !up || up[0] != '/') {
-		sbx_err_set(err, 503, "docker", "container %s: its storage is %s, not overlay2 with an upper directory",
-			    name, drv ? drv : "unknown");
+	if (docker_layer_of(c, name, upper, usz, iid, sizeof(iid), err) < 0)
 		goto out;
-	}
-	if ((size_t)snprintf(upper, usz, "%s", up) >= usz) {
-		sbx_err_set(err, 503, "docker", "container %s: its upper directory's path is too long", name);
-		goto out;
-	}
-	iid = json_string_value(json_object_get(c, "Image"));
-	if (!iid || strncmp(iid, "sha256:", 7) || strlen(iid) != 71 || strspn(iid + 7, "0123456789abcdef") != 64) {
-		sbx_err_set(err, 503, "docker", "container %s: no image id", name);
-		goto out;
-	}
 	snprintf(path, sizeof(path), "/images/%s/json", iid);
 	snprintf(what, sizeof(what), "image inspect of %s's image", name);
-	if (call_json(host, "GET", path, NULL, 200, 200, what, &im, err) < 0)
+	if (call_json(host, "GET", path, NULL, DOCKER_TIMEOUT_MS, 200, 200, what, &im, err) < 0)
 		goto out;
-	json_array_foreach(json_object_get(im, "RepoDigests"), i, v) {
-		const char *d = json_string_value(v);
-		if (d && !strncmp(d, registry, rl) && d[rl] == '/' && !strncmp(d + rl + 1, "sbx/", 4) &&
-		    strchr(d + rl, '@') && (size_t)snprintf(base, bsz, "%s", d + rl + 1) < bsz) {
-			ret = 0;
-			goto out;
-		}
-	}
-	sbx_err_set(err, 503, "docker", "container %s: its image came from no sbx repository of %s", name, registry);
+	ret = docker_repo_digest_of(im, registry, name, base, bsz, err);
 out:
 	json_decref(c);
 	json_decref(im);
+	return ret;
+}
+
+int docker_pid(const char *host, const char *name, int timeout_ms, long *pid, sbx_err *err)
+{
+	char path[300], what[160];
+	json_t *c = NULL;
+	int ret;
+
+	*pid = -1;
+	if (!name_ok(name))
+		return sbx_err_set(err, 400, "docker", "bad container name");
+	snprintf(path, sizeof(path), "/containers/%s/json", name);
+	snprintf(what, sizeof(what), "inspect %s", name);
+	if (call_json(host, "GET", path, NULL, timeout_ms, 200, 200, what, &c, err) < 0)
+		return -1;
+	ret = docker_pid_of(c, name, pid, err);
+	json_decref(c);
 	return ret;
 }

@@ -28,4 +28,10 @@ int docker_exec(const char *host, const char *name, const char *const *argv, int
 int docker_layer(const char *host, const char *name, const char *registry, char *base, size_t bsz, char *upper,
 		 size_t usz, sbx_err *err);
 
+/* GET /containers/NAME/json within timeout_ms: the host pid of the
+ * container's init (for runsc the sandbox's process: its cgroup and network
+ * namespace are the sandbox's). A stopped container is 409, a missing one
+ * 404. */
+int docker_pid(const char *host, const char *name, int timeout_ms, long *pid, sbx_err *err);
+
 #endif

@@ -243,6 +243,13 @@ void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
 		return;
 	}
 	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
+	{
+		/* where its use is read from (stats): Docker asked once, now */
+		char rel[520];
+		long pid;
+		if (sandbox_adopted_cgroup(&n->sc, id, rel, sizeof(rel), &pid, &err) < 0)
+			log_warnx("sandbox %s: its container's cgroup: %s (stats wait for a request)", sid, err.msg);
+	}
 	log_info("sandbox %s: adopted Nomad allocation %s as placement %s (sbx-init answered)", sid, alloc, id);
 	send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
 }
@@ -416,4 +423,3 @@ void node_on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind,
 		send_reply(n, m->reply_to, m->correlation_id,
 			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 }
-

@@ -313,7 +313,9 @@ void stats_pass(struct node *n)
 		se = index_find(&ix, n, s->id);
 		if (se)
 			se->seen = true; /* paused, resuming...: its history stays */
-		if (s->st != SB_READY || (se && now < se->next_at) || sample(n, s->id, &p, &u, &err) < 0)
+		/* Nomad's: sampled once its cgroup is noted (no Docker call here) */
+		if (s->st != SB_READY || (se && now < se->next_at) ||
+		    (s->nomad && !sandbox_adopted_cgroup_noted(&n->sc, s->id)) || sample(n, s->id, &p, &u, &err) < 0)
 			continue;
 		if (!se && !(se = series_new(n, s->id, s->sandbox_id)))
 			continue;

@@ -223,5 +223,15 @@ void sandbox_adopted_unfreeze(const struct sandbox_node_cfg *c, const char *id, 
 /* Its container's name in Docker: TASK-ALLOC, as Nomad's docker driver
  * names a task's container. */
 int sandbox_adopted_container(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err);
+/* The cgroup (relative to its hierarchy's root, e.g. "docker/CID") and the
+ * host pid of an adopted sandbox's container (Docker's State.Pid: for
+ * runsc the sandbox's process, in its network namespace), which stats.c
+ * reads its use from. Docker is asked once (within 2 s: the node agent
+ * asks in its loop, when it adopts the sandbox); then nomad/ID/cgroup is
+ * used while that pid is still in that cgroup. */
+int sandbox_adopted_cgroup(const struct sandbox_node_cfg *c, const char *id, char *rel, size_t sz, long *pid,
+			   sbx_err *err);
+/* Its cgroup is noted (Docker need not be asked). */
+bool sandbox_adopted_cgroup_noted(const struct sandbox_node_cfg *c, const char *id);
 
 #endif

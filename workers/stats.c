@@ -1,6 +1,8 @@
 /* A sandbox's resource use from the host (stats.h). Both cgroup layouts
  * runsc uses are read: v1 (one hierarchy per controller,
- * /sys/fs/cgroup/CTRL/sbx/ID) and v2 (/sys/fs/cgroup/sbx/ID). */
+ * /sys/fs/cgroup/CTRL/sbx/ID) and v2 (/sys/fs/cgroup/sbx/ID). A sandbox
+ * Nomad runs is read the same way from its container's cgroup (where
+ * Docker had runsc make it: sandbox_adopted_cgroup). */
 #include "config.h"
 #include <fcntl.h>
 #include <stdio.h>
@@ -27,19 +29,20 @@ static ssize_t read_file(const char *path, char *buf, size_t cap)
 	return r;
 }
 
-/* ctrl: "memory", "cpu"... for v1's hierarchies, "" for v2's one. */
-static void cg_file(char *out, size_t n, const char *ctrl, const char *id, const char *file)
+/* ctrl: "memory", "cpu"... for v1's hierarchies, "" for v2's one; rel: the
+ * cgroup below the hierarchy's root (CGROUP_PARENT/ID for ours). */
+static void cg_file(char *out, size_t n, const char *ctrl, const char *rel, const char *file)
 {
-	snprintf(out, n, CG "%s%s/" CGROUP_PARENT "/%s/%s", ctrl[0] ? "/" : "", ctrl, id, file);
+	snprintf(out, n, CG "%s%s/%s/%s", ctrl[0] ? "/" : "", ctrl, rel, file);
 }
 
 /* A file holding one number ("max" is no limit: -1); -1 when unreadable. */
-static long long read_num(const char *ctrl, const char *id, const char *file)
+static long long read_num(const char *ctrl, const char *rel, const char *file)
 {
-	char path[300], buf[64], *end;
+	char path[700], buf[64], *end;
 	long long v;
 
-	cg_file(path, sizeof(path), ctrl, id, file);
+	cg_file(path, sizeof(path), ctrl, rel, file);
 	if (read_file(path, buf, sizeof(buf)) <= 0 || !strncmp(buf, "max", 3))
 		return -1;
 	v = strtoll(buf, &end, 10);
@@ -48,12 +51,12 @@ static long long read_num(const char *ctrl, const char *id, const char *file)
 
 /* The value of "key N" in a flat keyed file (memory.stat, cpu.stat);
  * -1 when absent. */
-static long long read_key(const char *ctrl, const char *id, const char *file, const char *key)
+static long long read_key(const char *ctrl, const char *rel, const char *file, const char *key)
 {
-	char path[300], buf[8192];
+	char path[700], buf[8192];
 	size_t kl = strlen(key);
 
-	cg_file(path, sizeof(path), ctrl, id, file);
+	cg_file(path, sizeof(path), ctrl, rel, file);
 	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return -1;
 	for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
@@ -69,69 +72,72 @@ static long long v1_limit(long long v)
 }
 
 /* The wall ms a cgroup directory was made (kernfs sets its times then). */
-static long long born(const char *ctrl, const char *id)
+static long long born(const char *ctrl, const char *rel)
 {
-	char path[300];
+	char path[700];
 	struct stat st;
 
-	cg_file(path, sizeof(path), ctrl, id, "");
+	cg_file(path, sizeof(path), ctrl, rel, "");
 	if (stat(path, &st) < 0)
 		return -1;
 	return (long long)st.st_ctim.tv_sec * 1000 + st.st_ctim.tv_nsec / 1000000;
 }
 
 /* CPU time in µs: v1's cpuacct counts ns, v2's cpu.stat µs. */
-static long long cpu_v1(const char *id)
+static long long cpu_v1(const char *rel)
 {
-	long long v = read_num("cpuacct", id, "cpuacct.usage");
+	long long v = read_num("cpuacct", rel, "cpuacct.usage");
 
 	return v >= 0 ? v / 1000 : -1;
 }
 
-static long long cpu_v2(const char *id)
+static long long cpu_v2(const char *rel)
 {
-	return read_key("", id, "cpu.stat", "usage_usec");
+	return read_key("", rel, "cpu.stat", "usage_usec");
 }
 
 long long sandbox_cpu_usec(const char *id)
 {
-	long long v = cpu_v1(id);
+	char rel[64];
+	long long v;
 
-	return v >= 0 ? v : cpu_v2(id);
+	snprintf(rel, sizeof(rel), CGROUP_PARENT "/%.24s", id);
+	v = cpu_v1(rel);
+	return v >= 0 ? v : cpu_v2(rel);
 }
 
-static void read_cgroups(const char *id, struct sandbox_usage *u)
+static void read_cgroups(const char *rel, struct sandbox_usage *u)
 {
-	char path[300], buf[128];
+	char path[700], buf[128];
 	long long inactive;
 
-	u->mem_bytes = read_num("memory", id, "memory.usage_in_bytes");
+	u->mem_bytes = read_num("memory", rel, "memory.usage_in_bytes");
 	if (u->mem_bytes >= 0) {
 		/* v1 */
-		u->born_ms = born("memory", id);
-		inactive = read_key("memory", id, "memory.stat", "total_inactive_file");
-		u->mem_limit = v1_limit(read_num("memory", id, "memory.limit_in_bytes"));
-		u->cpu_usec = cpu_v1(id);
-		u->cpu_quota_usec = read_num("cpu", id, "cpu.cfs_quota_us");
-		u->cpu_period_usec = read_num("cpu", id, "cpu.cfs_period_us");
-		u->pids = read_num("pids", id, "pids.current");
-		u->pids_max = read_num("pids", id, "pids.max");
+		u->born_ms = born("memory", rel);
+		inactive = read_key("memory", rel, "memory.stat", "total_inactive_file");
+		u->mem_limit = v1_limit(read_num("memory", rel, "memory.limit_in_bytes"));
+		u->cpu_usec = cpu_v1(rel);
+		u->cpu_quota_usec = read_num("cpu", rel, "cpu.cfs_quota_us");
+		u->cpu_period_usec = read_num("cpu", rel, "cpu.cfs_period_us");
+		u->pids = read_num("pids", rel, "pids.current");
+		u->pids_max = read_num("pids", rel, "pids.max");
 	} else {
-		u->mem_bytes = read_num("", id, "memory.current");
+		u->mem_bytes = read_num("", rel, "memory.current");
 		if (u->mem_bytes < 0)
 			return;
-		u->born_ms = born("", id);
-		inactive = read_key("", id, "memory.stat", "inactive_file");
-		u->mem_limit = read_num("", id, "memory.max");
-		u->cpu_usec = cpu_v2(id);
-		cg_file(path, sizeof(path), "", id, "cpu.max");
+		u->born_ms = born("", rel);
+		inactive = read_key("", rel, "memory.stat", "inactive_file");
+		u->mem_limit = read_num("", rel, "memory.max");
+		u->cpu_usec = cpu_v2(rel);
+		cg_file(path, sizeof(path), "", rel, "cpu.max");
 		if (read_file(path, buf, sizeof(buf)) > 0 && sscanf(buf, "%lld %lld", &u->cpu_quota_usec,
 								     &u->cpu_period_usec) != 2) {
 			u->cpu_quota_usec = -1; /* "max PERIOD" */
 			u->cpu_period_usec = -1;
 		}
-		u->pids = read_num("", id, "pids.current");
-		u->pids_max = read_num("", id, "pids.max");
+		u->pids = read_num("", rel, "pids.current");
+		u->pids_max = read_num("", rel, "pids.max");
 	}
 	/* what `docker stats` shows too: cache the kernel can drop is not in use */
 	if (inactive > 0 && inactive < u->mem_bytes)
@@ -140,15 +146,14 @@ static void read_cgroups(const char *id, struct sandbox_usage *u)
 
 /* /proc/PID/net/dev of the sentry: the counters of the sandbox's own
  * network namespace (runsc --network=sandbox runs it there). */
-static void read_net(const struct sandbox_paths *p, struct sandbox_usage *u)
+static void read_net(long pid, struct sandbox_usage *u)
 {
 	char path[64], buf[4096];
-	pid_t pid = runsc_read_pidfile(p);
 	long long rx = 0, tx = 0;
 
 	if (pid <= 0)
 		return;
-	snprintf(path, sizeof(path), "/proc/%d/net/dev", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%ld/net/dev", pid);
 	if (read_file(path, buf, sizeof(buf)) <= 0)
 		return;
 	/* two header lines, then "  name: rx_bytes packets ... (8 rx fields) tx_bytes ..." */
@@ -172,11 +177,25 @@ int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct 
 	struct sandbox_paths p;
 	struct statvfs vfs;
 	struct stat st, top;
+	char rel[520];
+	long pid;
 
 	memset(u, 0xff, sizeof(*u)); /* every field -1 */
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "invalid sandbox id");
-	read_cgroups(id, u);
+	if (sandbox_adopted(c, id)) {
+		/* Nomad's: no disk image of ours (its writable layer is on the
+		 * client's disk, without a size of its own) */
+		if (sandbox_adopted_cgroup(c, id, rel, sizeof(rel), &pid, err) < 0)
+			return -1;
+		read_cgroups(rel, u);
+		if (u->mem_bytes < 0)
+			return sbx_err_set(err, 404, "sandbox", "sandbox %s: no memory cgroup %s here", id, rel);
+		read_net(pid, u);
+		return 0;
+	}
+	snprintf(rel, sizeof(rel), CGROUP_PARENT "/%s", id);
+	read_cgroups(rel, u);
 	if (u->mem_bytes < 0)
 		return sbx_err_set(err, 404, "sandbox", "sandbox %s has no memory cgroup here", id);
 	sandbox_paths(c, id, &p);
@@ -186,6 +205,8 @@ int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct 
 	if (stat(p.disk_mnt, &st) == 0 && stat(p.dir, &top) == 0 && st.st_dev != top.st_dev &&
 	    statvfs(p.disk_mnt, &vfs) == 0)
 		u->disk_used = (long long)(vfs.f_blocks - vfs.f_bfree) * (long long)vfs.f_frsize;
-	read_net(&p, u);
+	pid = runsc_read_pidfile(&p);
+	if (pid > 0)
+		read_net(pid, u);
 	return 0;
 }

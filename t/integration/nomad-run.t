@@ -18,6 +18,11 @@
 #  - exec (JSON: output and exit code; streamed: output arrives while the
 #    command runs, then done with its exit code) runs inside gVisor;
 #  - a file uploaded is read back byte-exact, inside and through the API;
+#  - stats: the sandbox's use is read from its container's own cgroup (the
+#    one Docker had runsc make; the node notes it in state_dir/nomad/ID):
+#    the memory limit is the job's MemoryMaxMB, memory, host tasks and CPU
+#    time are there, CPU time rises after a busy loop; no disk of ours
+#    (null);
 #  - pause freezes the task's container in place (Docker's pause, through
 #    nomad_docker_host): the record is paused (pause_kind memory), the
 #    allocation runs on, exec is refused; a restarted node agent adopts the
@@ -40,7 +45,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 54
+plan 60
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -166,6 +171,28 @@ is "$(rt_sh "$A" "sha256sum < /tmp/r3.bin | cut -d' ' -f1")" "$R3" "inside, the 
 req nginx GET "/sandboxes/$A/files/tmp/r3.bin"
 rt_body nginx
 is "$STATUS $(sha256sum < "$T_TMP/body" | cut -d' ' -f1)" "200 $R3" "download gives back the same bytes"
+
+# ---- stats ---------------------------------------------------------------------------
+T_SECTION=stats
+nc GET /_contract/jobs
+MAXMB=$(jq -r --arg id "sbx-$A" '[.registered[] | select(.body.Job.ID == $id)] | last
+	| .body.Job.TaskGroups[0].Tasks[0].Resources.MemoryMaxMB' <<< "$NC_BODY")
+req nginx GET "/sandboxes/$A/stats"
+is "$STATUS $(j .data.replicaCount)" "200 1" "GET /sandboxes/{id}/stats of the Nomad sandbox: 200"
+is "$(j .data.current.memTotal)" "$((${MAXMB:-0} * 1048576))" \
+	"memTotal is the job's hard limit (MemoryMaxMB $MAXMB), the container's cgroup's"
+ok "$(j '.data.current | [.memUsed > 0, .cpuSeconds > 0, .pids > 0] | all' | grep -qx true; echo $?)" \
+	"memory in use, CPU time and host tasks are read ($(j -c '.data.current | [.memUsed, .cpuSeconds, .pids]'))"
+is "$(j -c '.data.current | [.diskUsed, .diskTotal, (.networkRxBytes | type)]')" '[null,null,"number"]' \
+	"no disk of ours (null), the network counters a number"
+CID=$(dk inspect -f '{{.Id}}' "$C" 2> /dev/null)
+like "$(cut -d' ' -f2 "$STATE/nomad/$A/cgroup" 2> /dev/null)" "${CID:-no-container-id}" \
+	"read from the container's own cgroup (Docker's, noted in state_dir/nomad/ID/cgroup)"
+cpu0=$(j .data.current.cpuSeconds)
+rt_sh "$A" 'timeout 3 sh -c "while :; do :; done"; echo spun' > /dev/null
+req nginx GET "/sandboxes/$A/stats"
+ok "$(jq -n "$(j .data.current.cpuSeconds) - ${cpu0:-0} >= 1" | grep -qx true; echo $?)" \
+	"CPU time rises after a 3 s busy loop ($cpu0 -> $(j .data.current.cpuSeconds) s)"
 
 # ---- pause ---------------------------------------------------------------------------
 # Nomad's task is Docker's container: paused by freezing it in place (docker

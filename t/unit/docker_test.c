@@ -9,8 +9,12 @@
  * refused), read with the image from one inspect of the container; the
  * image is named by the RepoDigest of the given registry only
  * (not of another, not of a registry whose name merely begins the same); an
- * answer over 256 kB is refused. The far end is a child process answering as
- * dockerd does on a unix socket, one request per connection. */
+ * answer over 256 kB is refused. The container's pid is its State.Pid while
+ * it runs (a stopped one is a 409); the cgroup of a process is read from
+ * /proc/PID/cgroup's text: v1's memory hierarchy (also among joined
+ * controllers, and before v2's line on a hybrid host), else v2's, never
+ * the root nor a path with "..". The far end is a child process answering
+ * as dockerd does on a unix socket, one request per connection. */
 #include "config.h"
 #include <signal.h>
 #include <stdbool.h>
@@ -23,6 +27,7 @@
 #include <unistd.h>
 #include <curl/curl.h>
 #include "docker.h"
+#include "docker_answer.h"
 #include "../tap.h"
 
 #define IMG "sha256:1111111111111111111111111111111111111111111111111111111111111111"
@@ -102,8 +107,11 @@ static void fake_dockerd(int lfd)
 		else if (!strcmp(path, "/exec/e2/json"))
 			answer(fd, 200, "{\"Running\":false,\"ExitCode\":1}");
 		else if (!strcmp(path, "/containers/sandbox-a/json"))
-			answer(fd, 200, "{\"Image\":\"" IMG "\",\"GraphDriver\":{\"Name\":\"overlay2\",\"Data\":"
+			answer(fd, 200, "{\"Image\":\"" IMG "\",\"State\":{\"Running\":true,\"Pid\":4242},"
+					"\"GraphDriver\":{\"Name\":\"overlay2\",\"Data\":"
 					"{\"LowerDir\":\"/l\",\"UpperDir\":\"/var/lib/docker/overlay2/abc/diff\"}}}");
+		else if (!strcmp(path, "/containers/sandbox-x/json"))
+			answer(fd, 200, "{\"Image\":\"" IMG "\",\"State\":{\"Running\":false,\"Pid\":0}}");
 		else if (!strcmp(path, "/containers/sandbox-v/json"))
 			answer(fd, 200, "{\"Image\":\"" IMG "\",\"GraphDriver\":{\"Name\":\"vfs\",\"Data\":null}}");
 		else if (!strcmp(path, "/images/" IMG "/json"))
@@ -161,7 +169,7 @@ int main(void)
 	int lfd, st;
 	pid_t pid;
 
-	plan(27);
+	plan(39);
 	curl_global_init(CURL_GLOBAL_DEFAULT);
 	snprintf(sock_path, sizeof(sock_path), "/tmp/sbx-docker-test.%d.sock", (int)getpid());
 	snprintf(log_path, sizeof(log_path), "/tmp/sbx-docker-test.%d.log", (int)getpid());
@@ -229,6 +237,40 @@ int main(void)
 	ok(docker_layer(host, "sandbox-big", "127.0.0.1:25000", base, sizeof(base), out, sizeof(out), &err) < 0 &&
 		   strstr(err.msg, "larger than"),
 	   "an answer over 256 kB is refused (%s)", err.msg);
+
+	{
+		long p = 0;
+		err = (sbx_err)SBX_ERR_INIT;
+		ok(docker_pid(host, "sandbox-a", 5000, &p, &err) == 0 && p == 4242, "the pid of a running container: State.Pid");
+		err = (sbx_err)SBX_ERR_INIT;
+		ok(docker_pid(host, "sandbox-x", 5000, &p, &err) < 0 && err.http == 409 && p == -1,
+		   "a stopped container has none: 409 (%s)", err.msg);
+		err = (sbx_err)SBX_ERR_INIT;
+		ok(docker_pid(host, "sandbox-gone", 5000, &p, &err) < 0 && err.http == 404, "a missing container: 404");
+	}
+	{
+		char rel[128];
+		ok(docker_cgroup_of("12:pids:/docker/c1\n9:memory:/docker/c1\n1:name=systemd:/docker/c1\n", rel,
+				    sizeof(rel)) == 0,
+		   "cgroup v1: the memory hierarchy's path");
+		is_str(rel, "docker/c1", "...without the leading slash");
+		ok(docker_cgroup_of("4:cpu,cpuacct:/x\n5:blkio,memory:/docker/c2\n", rel, sizeof(rel)) == 0 &&
+			   !strcmp(rel, "docker/c2"),
+		   "memory among joined controllers");
+		ok(docker_cgroup_of("0::/system.slice/docker-c3.scope\n", rel, sizeof(rel)) == 0 &&
+			   !strcmp(rel, "system.slice/docker-c3.scope"),
+		   "cgroup v2: the one hierarchy's path");
+		ok(docker_cgroup_of("0::/init.scope\n7:memory:/docker/c4", rel, sizeof(rel)) == 0 &&
+			   !strcmp(rel, "docker/c4"),
+		   "hybrid: v1's memory hierarchy, not v2's line");
+		ok(docker_cgroup_of("0::/\n", rel, sizeof(rel)) < 0, "the root cgroup is refused");
+		ok(docker_cgroup_of("7:memory:/docker/../../etc\n", rel, sizeof(rel)) < 0, "a path with .. is refused");
+		ok(docker_cgroup_of("7:memory:/docker/c5/\n", rel, sizeof(rel)) < 0 &&
+			   docker_cgroup_of("7:memory:/docker//c5\n", rel, sizeof(rel)) < 0 &&
+			   docker_cgroup_of("7:memory:/docker/c 5\n", rel, sizeof(rel)) < 0,
+		   "an empty part or an odd character is refused");
+		ok(docker_cgroup_of("7:memory:/docker/c6\n", rel, 8) < 0, "a path longer than the buffer is refused");
+	}
 
 	kill(pid, SIGTERM);
 	waitpid(pid, &st, 0);
