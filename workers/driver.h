@@ -30,6 +30,7 @@ struct sandbox_rec {
 	char mount_path[256];
 	int volume_gb;
 	bool volume_create;
+	char volume_node[256]; /* the node holding its image */
 	char egress_mode[16];    /* deny_all | open | restricted */
 	char *egress_allow_json; /* ["entry",...], malloc'd */
 	/* fromSnapshot: the snapshot's image (sbx/snapshots/ID@DIGEST), "" none */

@@ -22,7 +22,8 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 			 "s.status, coalesce(v.id, ''), coalesce(s.mount_path, ''), coalesce(v.size_gb, 0), "
 			 "coalesce(v.created_for = s.id, false), s.placement_id, s.egress_mode, s.egress_allow::text, "
 			 "coalesce((SELECT p.image_repo || '@' || p.image_digest FROM snapshots p "
-			 "  WHERE p.id = s.from_snapshot AND p.image_digest IS NOT NULL), ''), coalesce(s.from_snapshot, '') "
+			 "  WHERE p.id = s.from_snapshot AND p.image_digest IS NOT NULL), ''), coalesce(s.from_snapshot, ''), "
+			 "coalesce(v.node_id, '') "
 			 "FROM sandboxes s LEFT JOIN volumes v ON v.attached_sandbox_id = s.id WHERE s.id = $1",
 			 1, id) < 0)
 		return -1;
@@ -46,6 +47,7 @@ int sandbox_rec_load(sbx_db *db, const char *id, struct sandbox_rec *out, char *
 	out->egress_allow_json = strdup(PQgetvalue(r, 0, 14));
 	snprintf(out->image, sizeof(out->image), "%s", PQgetvalue(r, 0, 15));
 	snprintf(out->from_snapshot, sizeof(out->from_snapshot), "%s", PQgetvalue(r, 0, 16));
+	snprintf(out->volume_node, sizeof(out->volume_node), "%s", PQgetvalue(r, 0, 17));
 	return out->env_json && out->egress_allow_json ? 0 : sbx_err_sys(err, "nomem", "strdup");
 }
 

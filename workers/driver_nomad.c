@@ -406,10 +406,35 @@ static void forget(struct driver *d, const struct sandbox_rec *s, const char *no
 			  err.msg[0] ? err.msg : rep.error ? rep.error : "no reason given");
 }
 
+/* The volume's node mounts the sandbox's volume on the host (nomad_vol.h);
+ * src := the directory the task binds. */
+static int volume_mount(struct driver *d, const struct sandbox_rec *s, char *src, size_t sz, sbx_err *err)
+{
+	static const char *const extra[] = { "source", NULL };
+	cleanup_json json_t *body = json_pack("{s:s, s:s, s:i, s:b}", "sandbox_id", s->id, "volume_id", s->volume_id,
+					      "size_gb", s->volume_gb > 0 ? s->volume_gb : 1, "create", s->volume_create);
+	cleanup_reply struct sbx_reply rep = { 0 };
+	const char *got;
+
+	if (driver_node_call(d, s->volume_node, SBX_MSG_VOLUME_MOUNT, body,
+			     (int)(sbx_cfg_int(d->cfg, "start_timeout") / 2) * 1000, extra, &rep, err) < 0)
+		return sbx_err_ctx(err, "mounting volume %s on node %s", s->volume_id, s->volume_node);
+	if (!rep.ok)
+		return sbx_err_set(err, 503, rep.code && !strcmp(rep.code, "no_capacity") ? "no_capacity" : "start_failed",
+				   "volume %s on node %s: %s", s->volume_id, s->volume_node,
+				   rep.error ? rep.error : "no reason given");
+	got = sbx_reply_str(&rep, "source");
+	if (!got || got[0] != '/' || strstr(got, "/../") || (size_t)snprintf(src, sz, "%s", got) >= sz)
+		return sbx_err_set(err, 503, "bad_reply", "node %s named no usable directory for volume %s",
+				   s->volume_node, s->volume_id);
+	return 0;
+}
+
 static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct placement *out, sbx_err *err)
 {
 	const sbx_config *c = d->cfg;
 	char job[64], image[512], scope[400], path[500], eval_id[80], var[128], key_hex[SBX_CHAN_KEY_HEX + 1];
+	char vsrc[400] = "";
 	uint8_t key[SBX_CHAN_KEY_LEN];
 	cleanup_json json_t *env = NULL, *body = NULL;
 	cleanup_free char *text = NULL;
@@ -424,8 +449,8 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	    nomad_image_ref(sbx_cfg_str(c, "registry_url"), s->template, s->image, image, sizeof(image), err) < 0 ||
 	    nomad_scope(d, scope, sizeof(scope), err) < 0)
 		return -1;
-	if (s->volume_id[0])
-		return sbx_err_set(err, 503, "start_failed", "volumes are not supported by the Nomad driver yet");
+	if (s->volume_id[0] && !s->volume_node[0])
+		return sbx_err_set(err, 503, "start_failed", "volume %s names no node", s->volume_id);
 	if (s->from_snapshot[0] && !s->image[0])
 		return sbx_err_set(err, 503, "start_failed", "snapshot %s is gone", s->from_snapshot);
 	/* sbx-init's channel key, as the local driver makes one per sandbox:
@@ -435,6 +460,11 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		return -1;
 	sbx_chan_key_hex(key, key_hex);
 	explicit_bzero(key, sizeof(key));
+	/* the volume's node mounts it first: the job binds that directory */
+	if (s->volume_id[0] && volume_mount(d, s, vsrc, sizeof(vsrc), err) < 0) {
+		explicit_bzero(key_hex, sizeof(key_hex));
+		return -1;
+	}
 	env = json_loads(s->env_json ? s->env_json : "{}", 0, &jerr);
 	body = nomad_job_build(&(struct nomad_job_spec){
 		.sandbox_id = s->id,
@@ -450,14 +480,21 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		.nproc = (int)sbx_cfg_int(c, "sandbox_nproc"),
 		.env = env,
 		.chan_var = var,
+		.volume_node = s->volume_id[0] ? s->volume_node : NULL,
+		.volume_source = s->volume_id[0] ? vsrc : NULL,
+		.volume_target = s->mount_path[0] ? s->mount_path : "/workspace",
 	});
 	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-	if (!text)
-		return sbx_err_set(err, 500, "nomem", "building the Nomad job");
+	if (!text) {
+		sbx_err_set(err, 500, "nomem", "building the Nomad job");
+		goto undo_mount;
+	}
 	/* the intent first: the reaper finds the job by it whatever happens next */
 	if (record_note(d, s->id, "UPDATE sandboxes SET nomad_job_id = $2, nomad_alloc_id = NULL WHERE id = $1", job,
-			err) < 0)
-		return sbx_err_ctx(err, "noting the Nomad job on the record");
+			err) < 0) {
+		sbx_err_ctx(err, "noting the Nomad job on the record");
+		goto undo_mount;
+	}
 	/* keep below the provisioner's own deadline (start_timeout + 3 <= rpc_timeout) */
 	deadline = now_ms() + sbx_cfg_int(c, "start_timeout") * 1000;
 	/* the variable before the job: its template blocks until it exists */
@@ -482,6 +519,11 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 	snprintf(out->container_id, sizeof(out->container_id), "%s", a.id);
 	snprintf(out->placement_id, sizeof(out->placement_id), "%s", s->id);
 	log_info("sandbox %s: Nomad allocation %s running on %s", s->id, a.id, out->node_id);
+	if (s->volume_id[0] && strcmp(out->node_id, s->volume_node)) {
+		sbx_err_set(err, 503, "start_failed", "Nomad placed the task on %s, not on the volume's node %s",
+			    out->node_id, s->volume_node);
+		goto undo;
+	}
 	if (adopt(d, s, out->node_id, a.id, key_hex, deadline, err) < 0) {
 		forget(d, s, out->node_id);
 		goto undo;
@@ -497,6 +539,12 @@ undo_var:
 	uerr = (sbx_err)SBX_ERR_INIT;
 	if (var_delete(d, job, &uerr) < 0)
 		log_warnx("sandbox %s: deleting Nomad variable %s failed (%s); the reaper retries", s->id, var, uerr.msg);
+undo_mount:
+	explicit_bzero(key_hex, sizeof(key_hex));
+	/* the volume's node unmounts it (its destroy of the placement); one
+	 * that does not answer finds the mount in its volume pass */
+	if (s->volume_id[0])
+		forget(d, s, s->volume_node);
 	return -1;
 }
 

@@ -11,7 +11,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/oci.c workers/oci.h \
 	workers/volume.c workers/volume.h \
 	workers/pause.c workers/snapshot.c \
-	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/docker.c workers/docker.h workers/docker_answer.c workers/docker_answer.h workers/nomad_net.c workers/nomad_net.h workers/cni.c workers/cni.h \
+	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/docker.c workers/docker.h workers/docker_answer.c workers/docker_answer.h workers/nomad_net.c workers/nomad_net.h workers/nomad_vol.c workers/nomad_vol.h workers/cni.c workers/cni.h \
 	workers/freezer.c workers/freezer.h \
 	workers/stats.c workers/stats.h
 SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)

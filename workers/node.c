@@ -43,6 +43,7 @@
 #include "volume.h"
 #include "node_int.h"
 #include "nomad_net.h"
+#include "nomad_vol.h"
 
 struct sb *sb_find(struct node *n, const char *id)
 {
@@ -112,7 +113,7 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	}
 	if (pid == 0) {
 		sbx_err err = SBX_ERR_INIT;
-		char line[sizeof(err.msg) + 8], extra[128] = "";
+		char line[sizeof(err.msg) + 8], extra[480] = "";
 		int r, len;
 
 		close(p[0]);
@@ -137,6 +138,14 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 			r = volume_create(&n->sc, id, volume_gb, &err);
 		} else if (kind == OP_VOLUME_DELETE) {
 			r = volume_delete(&n->sc, id, &err);
+		} else if (kind == OP_VOLUME_MOUNT) {
+			char vid[SBX_ID_LEN + 1] = "", src[400];
+			int create = 0;
+			r = sscanf(reason, "%24s %d", vid, &create) == 2
+				    ? nomad_vol_mount(&n->sc, id, vid, volume_gb, create, src, sizeof(src), &err)
+				    : sbx_err_set(&err, 500, "volume", "bad mount request");
+			if (r == 0)
+				snprintf(extra, sizeof(extra), "  %s", src);
 		} else if (kind == OP_PAUSE) {
 			long long bytes = 0;
 			r = sandbox_pause(&n->sc, id, &bytes, &err);
@@ -232,6 +241,13 @@ static void op_done(struct node *n, struct op *o)
 		pause_done(n, o, ok, msg);
 	} else if (o->kind == OP_SNAPSHOT) {
 		snapshot_done(n, o, ok, msg);
+	} else if (o->kind == OP_VOLUME_MOUNT) {
+		if (!ok)
+			log_warnx("sandbox %s: mounting its volume for Nomad's task failed: %s", o->id, msg);
+		if (o->reply)
+			send_reply(n, o->reply_to, o->corr,
+				   ok ? json_pack("{s:b, s:s}", "ok", 1, "source", msg)
+				      : sbx_reply_fail(strstr(msg, "in use") ? "volume_in_use" : NULL, msg));
 	} else if (o->kind == OP_VOLUME_CREATE || o->kind == OP_VOLUME_DELETE) {
 		const char *what = o->kind == OP_VOLUME_CREATE ? "create" : "delete";
 		if (ok)
@@ -325,6 +341,15 @@ int node_op_spawn_snapshot(struct node *n, const char *id, const char *snap_id)
 	return op_spawn(n, OP_SNAPSHOT, id, NULL, NULL, snap_id, false, 0);
 }
 
+int node_op_spawn_mount(struct node *n, const char *sid, const char *vid, int size_gb, bool create,
+			const sbx_mq_msg *m)
+{
+	char what[SBX_ID_LEN + 8];
+
+	snprintf(what, sizeof(what), "%s %d", vid, create ? 1 : 0);
+	return op_spawn(n, OP_VOLUME_MOUNT, sid, NULL, m, what, false, size_gb);
+}
+
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	node_reply(n, m->reply_to, m->correlation_id, body);
@@ -375,8 +400,9 @@ void destroy_local(struct node *n, const char *id, const sbx_mq_msg *m, const ch
 			op_wait(n, o, m);
 		return;
 	}
-	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME || o->kind == OP_SNAPSHOT)) {
-		/* let the pause, resume or snapshot end, then take it down */
+	if (o && (o->kind == OP_PAUSE || o->kind == OP_RESUME || o->kind == OP_SNAPSHOT || o->kind == OP_VOLUME_MOUNT)) {
+		/* let the pause, resume or snapshot end, then take it down (a
+		 * volume mounted for a create given up: the volume pass's) */
 		if (s)
 			s->destroy_after_start = true;
 		if (m)
@@ -462,6 +488,9 @@ static void on_message(struct node *n, const sbx_mq_msg *m)
 	case SBX_MSG_VOLUME_CREATE:
 	case SBX_MSG_VOLUME_DELETE:
 		node_on_volume(n, m, kind, body);
+		break;
+	case SBX_MSG_VOLUME_MOUNT:
+		node_on_volume_mount(n, m, body);
 		break;
 	case SBX_MSG_PAUSE:
 	case SBX_MSG_RESUME:

@@ -50,7 +50,7 @@ struct sb {
 	                   * channel is ours, its container and cgroups are not */
 };
 
-enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
+enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_VOLUME_MOUNT, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
 
 /* Another requester of the same destroy (the reaper's retry beside the
  * API's): answered with the op's own result, when it ends. */
@@ -119,10 +119,17 @@ bool template_name_ok(const char *s);
 int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m, int volume_gb);
 /* The snapshot snap_id of placement id, in a short-lived process. */
 int node_op_spawn_snapshot(struct node *n, const char *id, const char *snap_id);
+/* OP_VOLUME_MOUNT of volume vid for sandbox sid (nomad_vol_mount). */
+int node_op_spawn_mount(struct node *n, const char *sid, const char *vid, int size_gb, bool create,
+			const sbx_mq_msg *m);
 /* node_start.c: start (cold or warm), volume create/delete, egress switch,
  * and what admits them against the node's memory and disk */
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body);
 void node_on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind, json_t *body);
+/* volume.mount {sandbox_id, volume_id, size_gb, create}: the volume of a
+ * sandbox Nomad is to run here, mounted on the host for its task's bind
+ * (nomad_vol.h); answered {ok, source} once mounted. */
+void node_on_volume_mount(struct node *n, const sbx_mq_msg *m, json_t *body);
 void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body);
 /* adopt {sandbox_id, placement_id, alloc_id, chan_key}: a sandbox Nomad
  * started here (driver = nomad); answered once its sbx-init answered. */

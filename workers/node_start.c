@@ -17,6 +17,7 @@
 #include "node_int.h"
 #include "reply.h"
 #include "sandbox.h"
+#include "nomad_vol.h"
 #include "volume.h"
 
 #define send_reply node_reply
@@ -420,6 +421,38 @@ void node_on_volume(struct node *n, const sbx_mq_msg *m, enum sbx_msg_kind kind,
 		return;
 	}
 	if (node_op_spawn(n, kind == SBX_MSG_VOLUME_CREATE ? OP_VOLUME_CREATE : OP_VOLUME_DELETE, vid, m, gb) < 0)
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
+}
+
+
+void node_on_volume_mount(struct node *n, const sbx_mq_msg *m, json_t *body)
+{
+	const char *sid = NULL, *vid = NULL;
+	int gb = 0, create = 0;
+	json_error_t jerr;
+	char why[300];
+
+	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:i, s:b}", "sandbox_id", &sid, "volume_id", &vid,
+			   "size_gb", &gb, "create", &create) < 0 ||
+	    !sbx_id_valid(sid) || !sbx_id_valid(vid) || gb < 1 || gb > 100000) {
+		log_warnx("rejecting a malformed volume.mount request");
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed volume.mount request"));
+		return;
+	}
+	if (node_op_find(n, sid) || node_op_find(n, vid)) {
+		send_reply(n, m->reply_to, m->correlation_id,
+			   sbx_reply_fail("busy", "another change to this sandbox or volume is in flight on the node"));
+		return;
+	}
+	/* a fresh volume (persistent: true) is promised here, as a local start's */
+	if (create && !nomad_vol_present(&n->sc, sid) && node_admit_volume(n, gb, why, sizeof(why)) < 0) {
+		log_warnx("sandbox %s: volume %s: %s", sid, vid, why);
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", why));
+		return;
+	}
+	log_info("sandbox %s: mounting volume %s for Nomad's task", sid, vid);
+	if (node_op_spawn_mount(n, sid, vid, gb, create, m) < 0)
 		send_reply(n, m->reply_to, m->correlation_id,
 			   sbx_reply_fail(NULL, "node agent could not start a worker process"));
 }

@@ -4,7 +4,9 @@
  * record at all is a create whose record never came (the API died between
  * the node's answer and its insert) and goes once it is old enough that no
  * insert can still be on its way; a .tmp image is an interrupted create once
- * it is older than a start may take. */
+ * it is older than a start may take. A volume mounted for a sandbox Nomad
+ * was to run here (nomad_vol.h) that was never adopted is a create given
+ * up once it is older than a start may take: unmounted. */
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "cleanup.h"
 #include "host.h"
 #include "log.h"
+#include "nomad_vol.h"
 #include "node_int.h"
 #include "volume.h"
 
@@ -37,6 +40,32 @@ static void remove_image(struct node *n, const char *vid, bool drop_row)
 		log_warnx("volume %s: %s", vid, err.msg);
 }
 
+/* Mounts for Nomad's tasks whose sandbox is not adopted here: a create
+ * between its mount and its adoption is younger than a start may take. */
+static void reap_nomad_mounts(struct node *n)
+{
+	char **ids = NULL;
+	size_t nn = 0;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (nomad_vol_list(&n->sc, &ids, &nn, &err) < 0) {
+		log_warnx("volume pass: %s", err.msg);
+		return;
+	}
+	for (size_t i = 0; i < nn; i++) {
+		long long age = nomad_vol_age_s(&n->sc, ids[i]);
+
+		if (node_op_find(n, ids[i]) || sandbox_adopted(&n->sc, ids[i]) || (age >= 0 && age < TMP_GRACE_S(n)))
+			continue;
+		err = (sbx_err)SBX_ERR_INIT;
+		if (nomad_vol_unmount(&n->sc, ids[i], &err) < 0)
+			log_warnx("sandbox %s: unmounting the volume of a create given up: %s", ids[i], err.msg);
+		else
+			log_info("sandbox %s: unmounted the volume of a create given up (never adopted)", ids[i]);
+	}
+	host_strv_free(ids, nn);
+}
+
 void reap_volumes(struct node *n)
 {
 	char **ids = NULL;
@@ -45,6 +74,7 @@ void reap_volumes(struct node *n)
 	sbx_err err = SBX_ERR_INIT;
 	cleanup_pgres PGresult *del = NULL;
 
+	reap_nomad_mounts(n);
 	if (volume_list(&n->sc, &ids, &tmp, &nn, &err) < 0) {
 		log_warnx("volume pass: %s", err.msg);
 		return;

@@ -105,6 +105,15 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 				    json_pack("[{s:s, s:s, s:b, s:s, s:s}]", "EmbeddedTmpl", tmpl, "DestPath",
 					      NOMAD_KEY_FILE, "Envvars", 1, "ChangeMode", "noop", "Perms", "0400"));
 	}
+	if (group && s->volume_node && s->volume_source && s->volume_target) {
+		/* the volume is that node's image: the task runs there or nowhere */
+		json_object_set_new(group, "Constraints",
+				    json_pack("[{s:s, s:s, s:s}]", "LTarget", "${node.unique.name}", "RTarget",
+					      s->volume_node, "Operand", "="));
+		json_array_append_new(json_object_get(config, "mount"),
+				      json_pack("{s:s, s:s, s:s, s:b}", "type", "bind", "source", s->volume_source,
+						"target", s->volume_target, "readonly", 0));
+	}
 	job = json_pack("{s:{s:s, s:s, s:s, s:[s], s:s, s:{s:s}, s:[o]}}", "Job", "ID", id, "Name", id, "Type", "service",
 			"Datacenters", "*", "NodePool", s->node_pool, "Meta", "sbx_sandbox_id", s->sandbox_id,
 			"TaskGroups", group);

@@ -29,6 +29,10 @@ struct nomad_job_spec {
 	 * the task gets a template rendering it as SBX_CHANNEL_KEY (the key is
 	 * never in the job itself); NULL: no key */
 	const char *chan_var;
+	/* a volume (nomad_vol.h): the task binds volume_source, the host
+	 * directory the volume's node mounted it on, at volume_target, and the
+	 * group is pinned to that node (its ${node.unique.name}); NULL: none */
+	const char *volume_node, *volume_source, *volume_target;
 };
 
 #define NOMAD_VAR_PREFIX   "nomad/jobs/" /* a job's workload identity may read nomad/jobs/<job id> */

@@ -45,6 +45,7 @@
 #include "runsc.h"
 #include "sandbox.h"
 #include "nomad_net.h"
+#include "nomad_vol.h"
 #include "volume.h"
 #include "freezer.h"
 
@@ -490,6 +491,9 @@ static bool sandbox_dir_exists(const struct sandbox_node_cfg *c, const char *id)
 int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *err)
 {
 	if (check_cfg(c, id, err) < 0)
+		return -1;
+	/* the volume mounted for Nomad's task (nomad_vol.h), adopted or not yet */
+	if (nomad_vol_present(c, id) && nomad_vol_unmount(c, id, err) < 0)
 		return -1;
 	/* Nomad's allocation: the provisioner deregisters it, the node forgets it */
 	if (sandbox_adopted(c, id))

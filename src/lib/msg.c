@@ -60,6 +60,7 @@ static const struct {
 	[SBX_MSG_DONE] = { "done", EV },
 	[SBX_MSG_NODE_STARTED] = { "node.started", SBX_MSGF_NODE_EVENT },
 	[SBX_MSG_ADOPT] = { "adopt", N }, /* answered once sbx-init answered the node */
+	[SBX_MSG_VOLUME_MOUNT] = { "volume.mount", N }, /* answered with the host path once mounted */
 };
 
 enum sbx_msg_kind sbx_msg_kind(const char *type)

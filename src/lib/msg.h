@@ -61,6 +61,9 @@ enum sbx_msg_kind {
 	/* control: provisioner (Nomad driver) -> the allocation's node agent:
 	 * take over a sandbox Nomad started (its sbx-init channel) */
 	SBX_MSG_ADOPT,
+	/* control: provisioner (Nomad driver) -> the volume's node agent: mount
+	 * the volume on the host for the sandbox's task to bind (nomad_vol.h) */
+	SBX_MSG_VOLUME_MOUNT,
 	SBX_MSG_NKINDS
 };
 

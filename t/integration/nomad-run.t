@@ -33,11 +33,16 @@
 #    container paused, and the sandbox runs on; a sandbox created from it
 #    runs the snapshot's image through Nomad: a file written before is
 #    there, a file deleted stays deleted;
+#  - volumes: persistent: true through Nomad makes the volume on its node,
+#    which mounts it on the host; the job is pinned to that node and binds
+#    the mount at /workspace (ext4 inside); destroy unmounts it and keeps
+#    the image; a create whose task dies undoes the mount (the volume free
+#    and detached); a second sandbox with volumeId reads the first's file;
 #  - destroy (of the paused sandbox): the container is gone, the job purged, the allocation's
 #    directory and the node's adoption removed; the sandbox answers 404.
 # Not covered: networking and egress (this test runs the contract server
 # without CNI, so the task has loopback only; nomad-net.t runs it with the
-# sbx network), volumes.
+# sbx network).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/nomadlib.sh"
 
@@ -45,7 +50,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 60
+plan 70
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -265,6 +270,57 @@ req nginx DELETE "/sandboxes/$F"
 f_gone() { [ -z "$(dk ps -aq --filter "name=^$FC\$")" ]; }
 wait_until 30 f_gone
 ok $? "that sandbox destroyed: its container is gone"
+
+# ---- volume ------------------------------------------------------------------------
+# A volume is its node's image, as with the local driver: the volume's node
+# mounts it on the host (state_dir/nomad-volumes/ID), the job is pinned to
+# that node and its task binds the mount.
+T_SECTION=volume
+VMIN=$(conf_get volume_min_gb)
+: "${VMIN:=1}"
+nc_mode() { nc POST /_contract/mode "$1"; }
+vol_mounted() { grep -qF " $STATE/nomad-volumes/$1 " /proc/self/mountinfo; }
+rt_new it-nomad-vol "\"persistent\":true,\"persistentDiskGB\":$VMIN"
+P=$RT_ID
+V=$(j '.data.volume_id // empty')
+is "$STATUS $(j .data.status) $(j .data.mount_path)" "201 ready /workspace" \
+	"persistent: true through Nomad: 201 ready, its volume at /workspace"
+nc GET /_contract/jobs
+is "$(jq -r --arg id "sbx-$P" '[.registered[] | select(.body.Job.ID == $id)] | last | .body.Job.TaskGroups[0]
+	| "\(.Constraints[0].LTarget) \(.Constraints[0].Operand) \(.Constraints[0].RTarget) \(.Tasks[0].Config.mount[1].source) \(.Tasks[0].Config.mount[1].target)"' <<< "$NC_BODY")" \
+	"\${node.unique.name} = $NODE $STATE/nomad-volumes/$P /workspace" \
+	"the job is pinned to the volume's node, its task binds the node's mount of the volume"
+ok "$([ -f "$STATE/volumes/$V.img" ] && vol_mounted "$P"; echo $?)" \
+	"the node made the volume's image and mounted it for the task"
+tag=nv$RANDOM
+rt_sh "$P" "echo kept-$tag > /workspace/v.txt && sync" > /dev/null
+is "$(cat "$STATE/nomad-volumes/$P/v.txt" 2> /dev/null) $(stat -f -c %T "$STATE/nomad-volumes/$P")" "kept-$tag ext2/ext3" \
+	"a file written inside at /workspace is on the volume's ext4 (the node's mount of it)"
+PC=sandbox-$(sb_db "$P" nomad_alloc_id)
+req nginx DELETE "/sandboxes/$P"
+p_gone() { [ -z "$(dk ps -aq --filter "name=^$PC\$")" ]; }
+wait_until 30 p_gone
+ok "$(! vol_mounted "$P" && [ ! -e "$STATE/nomad-volumes/$P" ] && [ -f "$STATE/volumes/$V.img" ]; echo $?)" \
+	"destroyed: the node's mount is gone, the volume's image stays"
+# a task that dies after the mount: the create fails and the mount is undone
+nc_mode '{"task_fail": "Failed to pull `x`: manifest unknown"}'
+sb_create nginx "{\"name\":\"it-nomad-vol-fail\",\"volumeId\":\"$V\",\"specs\":{\"memory\":256,\"disk\":1}}"
+nc_mode '{"task_fail": ""}'
+is "$STATUS $(j .code)" "503 provisioning_failed" "a create with the volume whose task dies: 503"
+X=$(psql_q "SELECT id FROM sandboxes WHERE name = 'it-nomad-vol-fail' ORDER BY created_at DESC LIMIT 1")
+: "${X:=none}"
+vol_free() { ! vol_mounted "$X" && [ ! -e "$STATE/nomad-volumes/$X" ] && ! losetup -j "$STATE/volumes/$V.img" | grep -q .; }
+wait_until 30 vol_free
+ok $? "...fails, and its volume is unmounted and free again (no loop device holds it)"
+is "$(psql_q "SELECT coalesce(attached_sandbox_id, '-') FROM volumes WHERE id = '$V'")" - "...and detached"
+rt_new it-nomad-vol2 "\"volumeId\":\"$V\""
+Q=$RT_ID
+is "$(rt_sh "$Q" 'cat /workspace/v.txt')" "kept-$tag" \
+	"a new sandbox through Nomad with volumeId: the file written by the first is there"
+req nginx DELETE "/sandboxes/$Q"
+q_unmounted() { ! vol_mounted "$Q" && [ ! -e "$STATE/nomad-volumes/$Q" ]; }
+wait_until 30 q_unmounted
+ok $? "destroyed: its mount is gone too"
 
 # ---- destroy ------------------------------------------------------------------------
 # while paused: the agent thaws the container, so Nomad's stop reaches it

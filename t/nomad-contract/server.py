@@ -16,7 +16,13 @@ It models one Nomad client ("node") whose docker plugin is configured as
 doc/nomad.md says (allow_runtimes, allow_caps, volumes, a CNI network); a
 job that the client could not run fails the way Nomad reports it: a
 placement failure on the evaluation (FailedTGAllocs, a blocked evaluation)
-or a dead task with a driver-failure event.
+or a dead task with a driver-failure event. Constraints (the job's, the
+groups', the tasks') are validated as Nomad validates them (a known
+operand; both sides for a comparison) and, for equality and inequality
+on the node's ${node.unique.name}, ${node.unique.id}, ${node.pool} and
+${node.datacenter}, evaluated against its one node: one that does not hold
+is a placement failure (ConstraintFiltered naming it); other operands are
+not evaluated.
 
 With --docker-host it also plays the client's docker driver: an
 allocation it placed is started through that Docker engine (Debian's
@@ -156,19 +162,24 @@ RESOURCES = {"CPU": INT, "Cores": INT, "MemoryMB": INT, "MemoryMaxMB": INT, "Dis
 TEMPLATE = {"SourcePath": STR, "DestPath": STR, "EmbeddedTmpl": STR, "ChangeMode": STR, "ChangeScript": OBJ,
             "ChangeSignal": STR, "Once": BOOL, "Splay": INT, "Perms": STR, "Uid": INT, "Gid": INT, "LeftDelim": STR,
             "RightDelim": STR, "Envvars": BOOL, "VaultGrace": INT, "Wait": OBJ, "ErrMissingKey": BOOL}
-TASK = {"Name": STR, "Driver": STR, "User": STR, "Lifecycle": OBJ, "Config": OBJ, "Constraints": LIST,
+# api.Constraint
+CONSTRAINT = {"LTarget": STR, "RTarget": STR, "Operand": STR}
+CONSTRAINT_OPERANDS = ("=", "==", "is", "!=", "not", ">", ">=", "<", "<=", "distinct_hosts", "distinct_property",
+                       "regexp", "set_contains", "set_contains_all", "set_contains_any", "version", "semver",
+                       "is_set", "is_not_set")
+TASK = {"Name": STR, "Driver": STR, "User": STR, "Lifecycle": OBJ, "Config": OBJ, "Constraints": [CONSTRAINT],
         "Affinities": LIST, "Env": MAP, "Services": LIST, "Resources": RESOURCES, "RestartPolicy": RESTART,
         "Meta": MAP, "KillTimeout": INT, "LogConfig": OBJ, "Artifacts": LIST, "Vault": OBJ, "Templates": [TEMPLATE],
         "DispatchPayload": OBJ, "VolumeMounts": LIST, "Leader": BOOL, "ShutdownDelay": INT, "KillSignal": STR,
         "Kind": STR, "ScalingPolicies": LIST, "CSIPluginConfig": OBJ, "Identity": OBJ, "Identities": LIST,
         "Actions": LIST, "Consul": OBJ}
-GROUP = {"Name": STR, "Count": INT, "Constraints": LIST, "Affinities": LIST, "Tasks": LIST, "Spreads": LIST,
+GROUP = {"Name": STR, "Count": INT, "Constraints": [CONSTRAINT], "Affinities": LIST, "Tasks": LIST, "Spreads": LIST,
          "Volumes": OBJ, "RestartPolicy": RESTART, "ReschedulePolicy": RESCHEDULE, "EphemeralDisk": OBJ,
          "Update": OBJ, "Migrate": OBJ, "Networks": LIST, "Meta": MAP, "Services": LIST, "ShutdownDelay": INT,
          "StopAfterClientDisconnect": INT, "MaxClientDisconnect": INT, "Scaling": OBJ, "Consul": OBJ,
          "Disconnect": OBJ, "PreventRescheduleOnLost": BOOL}
 JOB = {"Region": STR, "Namespace": STR, "ID": STR, "Name": STR, "Type": STR, "Priority": INT, "AllAtOnce": BOOL,
-       "Datacenters": STRS, "NodePool": STR, "Constraints": LIST, "Affinities": LIST, "TaskGroups": LIST,
+       "Datacenters": STRS, "NodePool": STR, "Constraints": [CONSTRAINT], "Affinities": LIST, "TaskGroups": LIST,
        "Update": OBJ, "Multiregion": OBJ, "Spreads": LIST, "Periodic": OBJ, "ParameterizedJob": OBJ,
        "Reschedule": RESCHEDULE, "Migrate": OBJ, "Meta": MAP, "ConsulToken": STR, "VaultToken": STR,
        "Stop": BOOL, "ParentID": STR, "Payload": STR, "UI": OBJ, "Dispatched": BOOL}
@@ -246,6 +257,21 @@ def validate_job(job):
     p = job.get("Priority")
     if p is not None and not 1 <= p <= 100:
         errs.append("Job priority must be between [1, 100]")
+    # structs.Constraint.Validate: an operand Nomad knows; a comparison needs both sides
+    cons = list(job.get("Constraints") or [])
+    for g in job.get("TaskGroups") or []:
+        if isinstance(g, dict):
+            cons += g.get("Constraints") or []
+            cons += [c for t in (g.get("Tasks") or []) if isinstance(t, dict) for c in (t.get("Constraints") or [])]
+    for c in cons:
+        if not isinstance(c, dict):
+            continue
+        if not c.get("Operand"):
+            errs.append("Missing constraint operand")
+        elif c["Operand"] not in CONSTRAINT_OPERANDS:
+            errs.append(f"Unknown constraint type {c['Operand']!r}")
+        elif c["Operand"] in ("=", "==", "is", "!=", "not") and (not c.get("LTarget") or not c.get("RTarget")):
+            errs.append("No LTarget or RTarget provided")
     for gi, g in enumerate(job.get("TaskGroups") or []):
         check(g, GROUP, f"Job.TaskGroups[{gi}]")
         if not g.get("Name"):
@@ -699,6 +725,29 @@ class Handler(BaseHTTPRequestHandler):
                 failed[g["Name"]] = metric  # no node in that pool
                 continue
             metric["NodesInPool"] = metric["NodesEvaluated"] = 1
+            # the constraints on the one node's attributes it knows (the
+            # scheduler's feasibility check; an attribute it lacks fails)
+            attrs = {"${node.unique.name}": a.node_name, "${node.unique.id}": st.node_id,
+                     "${node.pool}": a.node_pool, "${node.datacenter}": "dc1"}
+            cons = (job.get("Constraints") or []) + (g.get("Constraints") or []) + \
+                [c for t in g["Tasks"] for c in (t.get("Constraints") or [])]
+            unmet = None
+            for c in cons:
+                op, lv = c.get("Operand"), attrs.get(c.get("LTarget"))
+                if op in ("=", "==", "is"):
+                    met = lv is not None and lv == c.get("RTarget")
+                elif op in ("!=", "not"):
+                    met = lv != c.get("RTarget")
+                else:
+                    met = True  # not one this contract server evaluates
+                if not met:
+                    unmet = f'{c.get("LTarget")} {op} {c.get("RTarget")}'
+                    break
+            if unmet:
+                metric["NodesFiltered"] = 1
+                metric["ConstraintFiltered"] = {unmet: 1}
+                failed[g["Name"]] = metric
+                continue
             nets = [n.get("Mode", "") for n in (g.get("Networks") or [])]
             missing = [m for m in nets if m.startswith("cni/") and m[4:] not in a.cni_networks]
             if missing:

@@ -91,7 +91,26 @@ static void job_shape(void)
 	is_str(s_at(t, "Env.FOO"), "bar", "the sandbox's env");
 	is_str(s_at(t, "Env.SBX_SANDBOX_ID"), SID, "and its id");
 	is_str(s_at(j, "Job.Meta.sbx_sandbox_id"), SID, "the sandbox id in the job's meta");
+	ok(path(j, "Job.TaskGroups.0.Constraints") == NULL && path(t, "Config.mount.1") == NULL,
+	   "no volume: no constraint, sbx-init's the only mount");
 	json_decref(j);
+	/* a volume: pinned to its node, the host directory bound inside */
+	s.volume_node = "client-7";
+	s.volume_source = "/var/lib/sbx/nomad-volumes/" SID;
+	s.volume_target = "/workspace";
+	j = nomad_job_build(&s);
+	is_str(s_at(j, "Job.TaskGroups.0.Constraints.0.LTarget"), "${node.unique.name}",
+	       "a volume: the group is constrained on the node's name");
+	is_str(s_at(j, "Job.TaskGroups.0.Constraints.0.Operand"), "=", "...equal");
+	is_str(s_at(j, "Job.TaskGroups.0.Constraints.0.RTarget"), "client-7", "...to the volume's node");
+	t = path(j, "Job.TaskGroups.0.Tasks.0");
+	is_str(s_at(t, "Config.mount.1.type"), "bind", "the task binds the volume");
+	is_str(s_at(t, "Config.mount.1.source"), "/var/lib/sbx/nomad-volumes/" SID, "...from the node's mount of it");
+	is_str(s_at(t, "Config.mount.1.target"), "/workspace", "...at its mount path");
+	ok(json_is_false(path(t, "Config.mount.1.readonly")), "...writable");
+	is_str(s_at(t, "Config.mount.0.target"), "/.sbx/sbx-init", "sbx-init's bind stays the first");
+	json_decref(j);
+	s.volume_node = s.volume_source = s.volume_target = NULL;
 	s.region = "eu";
 	s.namespace_ = "";
 	s.env = NULL;
