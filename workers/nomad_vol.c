@@ -59,8 +59,6 @@ int nomad_vol_mount(const struct sandbox_node_cfg *c, const char *sid, const cha
 {
 	char d[400], mnt[450], note[460], img[450], had[SBX_ID_LEN + 1];
 	cleanup_close int fd = -1;
-	struct stat st;
-	int used;
 
 	if (!sbx_id_valid(sid) || !sbx_id_valid(vid))
 		return sbx_err_set(err, 400, "volume", "bad sandbox or volume id");
@@ -72,24 +70,9 @@ int nomad_vol_mount(const struct sandbox_node_cfg *c, const char *sid, const cha
 		return 0; /* a repeated request */
 	if (had[0] && strcmp(had, vid))
 		return sbx_err_set(err, 409, "volume_in_use", "sandbox %s has volume %s mounted here already", sid, had);
+	if (volume_ready(c, vid, size_gb, create, err) < 0)
+		return -1;
 	volume_image_path(c, vid, img, sizeof(img));
-	if (lstat(img, &st) < 0) {
-		if (errno != ENOENT)
-			return sbx_err_sys(err, "volume", "stat %s", img);
-		/* only a fresh volume (persistent: true) is made here; a missing
-		 * image of an existing one is never replaced by an empty one */
-		if (!create)
-			return sbx_err_set(err, 503, "volume_missing", "volume %s is not on this node", vid);
-		if (volume_create(c, vid, size_gb, err) < 0)
-			return -1;
-	} else if (!S_ISREG(st.st_mode)) {
-		return sbx_err_set(err, 500, "volume", "%s is not a file", img);
-	}
-	used = volume_in_use(c, vid);
-	if (used != 0)
-		return sbx_err_set(err, 409, "volume_in_use",
-				   used < 0 ? "cannot tell whether volume %s is in use" : "volume %s is still in use on this node",
-				   vid);
 	vol_dir(c, d, sizeof(d));
 	if (mkdir(d, 0700) < 0 && errno != EEXIST)
 		return sbx_err_sys(err, "volume", "mkdir %s", d);

@@ -215,36 +215,46 @@ static int mkdir_in_root(const char *root, const char *path, sbx_err *err)
 	return 0;
 }
 
-int volume_attach(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
-		  const struct sandbox_paths *p, sbx_err *err)
+int volume_ready(const struct sandbox_node_cfg *c, const char *vid, int size_gb, bool create, sbx_err *err)
 {
-	char img[450], mnt[600], note[600];
-	cleanup_close int fd = -1;
+	char img[450];
 	struct stat st;
 	int used;
 
-	if (!sbx_id_valid(s->volume_id))
+	if (!sbx_id_valid(vid))
 		return sbx_err_set(err, 400, "volume", "bad volume id");
-	volume_image_path(c, s->volume_id, img, sizeof(img));
+	volume_image_path(c, vid, img, sizeof(img));
 	if (lstat(img, &st) < 0) {
 		if (errno != ENOENT)
 			return sbx_err_sys(err, "volume", "stat %s", img);
 		/* only a fresh volume (persistent: true) is made here; a missing
 		 * image of an existing one is never replaced by an empty one */
-		if (!s->volume_create)
-			return sbx_err_set(err, 503, "volume_missing", "volume %s is not on this node", s->volume_id);
-		if (volume_create(c, s->volume_id, s->volume_gb, err) < 0)
+		if (!create)
+			return sbx_err_set(err, 503, "volume_missing", "volume %s is not on this node", vid);
+		if (volume_create(c, vid, size_gb, err) < 0)
 			return -1;
 	} else if (!S_ISREG(st.st_mode)) {
 		return sbx_err_set(err, 500, "volume", "%s is not a file", img);
 	}
 	/* ext4 mounted twice is a corrupted ext4: one sandbox at a time, and
 	 * the last one's loop device must be gone */
-	used = volume_in_use(c, s->volume_id);
+	used = volume_in_use(c, vid);
 	if (used != 0)
 		return sbx_err_set(err, 409, "volume_in_use",
 				   used < 0 ? "cannot tell whether volume %s is in use" : "volume %s is still in use on this node",
-				   s->volume_id);
+				   vid);
+	return 0;
+}
+
+int volume_attach(const struct sandbox_node_cfg *c, const struct sandbox_spec *s,
+		  const struct sandbox_paths *p, sbx_err *err)
+{
+	char img[450], mnt[600], note[600];
+	cleanup_close int fd = -1;
+
+	if (volume_ready(c, s->volume_id, s->volume_gb, s->volume_create, err) < 0)
+		return -1;
+	volume_image_path(c, s->volume_id, img, sizeof(img));
 	/* the note first: teardown reads it to wait for this image's loop */
 	snprintf(note, sizeof(note), "%s/volume.id", p->dir);
 	fd = open(note, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

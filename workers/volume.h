@@ -33,6 +33,11 @@ int volume_list(const struct sandbox_node_cfg *c, char ***ids, bool **tmp, size_
 /* Removes a leftover ID.img.tmp of an interrupted create. */
 int volume_remove_tmp(const struct sandbox_node_cfg *c, const char *vid, sbx_err *err);
 
+/* Before a mount of volume vid: its image is there (made, size_gb GB, when
+ * create: a persistent sandbox's fresh volume; a missing one that is not to
+ * be made is 503 volume_missing) and no loop device holds it (409
+ * volume_in_use). */
+int volume_ready(const struct sandbox_node_cfg *c, const char *vid, int size_gb, bool create, sbx_err *err);
 /* The sandbox's side (sandbox_start's "volume" step): the image on a loop
  * device mounted at sandboxes/SID/volume, and the mount point made inside
  * the sandbox's root. Undone by the sandbox's teardown (everything mounted
