@@ -285,15 +285,21 @@ int sandbox_adopted_list(const struct sandbox_node_cfg *c, struct host_idset *s)
 	return host_idset_add_dir(s, d);
 }
 
-bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id)
+/* nomad/ID/NAME exists. */
+static bool adopted_has(const struct sandbox_node_cfg *c, const char *id, const char *name)
 {
 	char d[600], f[700];
 
 	if (!sbx_id_valid(id))
 		return false;
 	adopt_dir(c, id, d, sizeof(d));
-	snprintf(f, sizeof(f), "%s/paused", d);
+	snprintf(f, sizeof(f), "%s/%s", d, name);
 	return access(f, F_OK) == 0;
+}
+
+bool sandbox_adopted_paused(const struct sandbox_node_cfg *c, const char *id)
+{
+	return adopted_has(c, id, "paused");
 }
 
 int sandbox_adopted_container(const struct sandbox_node_cfg *c, const char *id, char *out, size_t sz, sbx_err *err)
@@ -366,13 +372,7 @@ static int proc_cgroup(long pid, char *rel, size_t sz)
 
 bool sandbox_adopted_cgroup_noted(const struct sandbox_node_cfg *c, const char *id)
 {
-	char d[600], f[700];
-
-	if (!sbx_id_valid(id))
-		return false;
-	adopt_dir(c, id, d, sizeof(d));
-	snprintf(f, sizeof(f), "%s/cgroup", d);
-	return access(f, F_OK) == 0;
+	return adopted_has(c, id, "cgroup");
 }
 
 int sandbox_adopted_cgroup(const struct sandbox_node_cfg *c, const char *id, char *rel, size_t sz, long *pid,

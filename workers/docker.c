@@ -203,6 +203,19 @@ out:
 	return ret;
 }
 
+/* GET /containers/NAME/json within timeout_ms. */
+static int inspect(const char *host, const char *name, long timeout_ms, json_t **out, sbx_err *err)
+{
+	char path[300], what[160];
+
+	*out = NULL;
+	if (!name_ok(name))
+		return sbx_err_set(err, 400, "docker", "bad container name");
+	snprintf(path, sizeof(path), "/containers/%s/json", name);
+	snprintf(what, sizeof(what), "inspect %s", name);
+	return call_json(host, "GET", path, NULL, timeout_ms, 200, 200, what, out, err);
+}
+
 int docker_layer(const char *host, const char *name, const char *registry, char *base, size_t bsz, char *upper,
 		 size_t usz, sbx_err *err)
 {
@@ -210,11 +223,7 @@ int docker_layer(const char *host, const char *name, const char *registry, char 
 	json_t *c = NULL, *im = NULL;
 	int ret = -1;
 
-	if (!name_ok(name))
-		return sbx_err_set(err, 400, "docker", "bad container name");
-	snprintf(path, sizeof(path), "/containers/%s/json", name);
-	snprintf(what, sizeof(what), "inspect %s", name);
-	if (call_json(host, "GET", path, NULL, DOCKER_TIMEOUT_MS, 200, 200, what, &c, err) < 0)
+	if (inspect(host, name, DOCKER_TIMEOUT_MS, &c, err) < 0)
 		return -1;
 	if (docker_layer_of(c, name, upper, usz, iid, sizeof(iid), err) < 0)
 		goto out;
@@ -231,16 +240,11 @@ out:
 
 int docker_pid(const char *host, const char *name, int timeout_ms, long *pid, sbx_err *err)
 {
-	char path[300], what[160];
 	json_t *c = NULL;
 	int ret;
 
 	*pid = -1;
-	if (!name_ok(name))
-		return sbx_err_set(err, 400, "docker", "bad container name");
-	snprintf(path, sizeof(path), "/containers/%s/json", name);
-	snprintf(what, sizeof(what), "inspect %s", name);
-	if (call_json(host, "GET", path, NULL, timeout_ms, 200, 200, what, &c, err) < 0)
+	if (inspect(host, name, timeout_ms, &c, err) < 0)
 		return -1;
 	ret = docker_pid_of(c, name, pid, err);
 	json_decref(c);

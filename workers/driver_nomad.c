@@ -535,7 +535,6 @@ undo:
 	if (deregister(d, job, &uerr) < 0)
 		log_warnx("sandbox %s: deregistering Nomad job %s failed (%s); the reaper retries", s->id, job, uerr.msg);
 undo_var:
-	explicit_bzero(key_hex, sizeof(key_hex));
 	uerr = (sbx_err)SBX_ERR_INIT;
 	if (var_delete(d, job, &uerr) < 0)
 		log_warnx("sandbox %s: deleting Nomad variable %s failed (%s); the reaper retries", s->id, var, uerr.msg);
