@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/loop.h>
+#include <linux/major.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +16,10 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 #include "cleanup.h"
+#include "clock.h"
 #include "disk.h"
 #include "err.h"
 #include "host.h"
@@ -125,8 +128,14 @@ int disk_mounts_under(const char *dir, char ***out, size_t *n)
 
 /* Unmounts everything at or below dir. A busy mount is detached lazily (the
  * container is gone by then; what holds it is a namespace on its way out). */
-int disk_umount_all(const char *dir, sbx_err *err)
+static bool loop_under(int num, const char *dir, size_t dl, char *bf);
+
+int disk_umount_all(const char *dir, int *loop, sbx_err *err)
 {
+	if (loop)
+		*loop = -1;
+	/* mountinfo lists every mount of the node (a few a sandbox): read once
+	 * when every umount works, and again only after a busy one */
 	for (int pass = 0; pass < 3; pass++) {
 		char **m;
 		size_t n;
@@ -139,6 +148,14 @@ int disk_umount_all(const char *dir, sbx_err *err)
 			return 0;
 		}
 		for (size_t i = 0; i < n; i++) {
+			struct stat st;
+			char bf[PATH_MAX + 1];
+			/* the loop device a mount stands on whose image is under dir
+			 * (the sandbox's disk, not a volume), for disk_loops_free;
+			 * two such: none known (-2 until the end), so that it scans */
+			if (loop && *loop != -2 && m[i] && stat(m[i], &st) == 0 && major(st.st_dev) == LOOP_MAJOR &&
+			    loop_under((int)minor(st.st_dev), dir, strlen(dir), bf))
+				*loop = *loop == -1 || *loop == (int)minor(st.st_dev) ? (int)minor(st.st_dev) : -2;
 			if (m[i] && umount2(m[i], UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT) {
 				busy = true;
 				if (pass == 2 && umount2(m[i], UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
@@ -149,14 +166,35 @@ int disk_umount_all(const char *dir, sbx_err *err)
 			}
 		}
 		host_strv_free(m, n);
-		if (busy)
-			host_sleep_ms(100);
+		if (loop && *loop == -2)
+			*loop = -1;
+		if (!busy)
+			return 0;
+		host_sleep_ms(100);
 	}
 	return 0;
 }
 
 /* Loop devices whose backing file is under dir (the kernel keeps the path it
  * was given; " (deleted)" when the file is gone). */
+/* Is /dev/loopNUM backed by a file under dir? Its backing file then goes
+ * to bf (PATH_MAX + 1 bytes). */
+static bool loop_under(int num, const char *dir, size_t dl, char *bf)
+{
+	char p[300];
+	cleanup_close int fd = -1;
+	ssize_t r;
+
+	snprintf(p, sizeof(p), "/sys/block/loop%d/loop/backing_file", num);
+	if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
+		return false;
+	if ((r = read(fd, bf, PATH_MAX)) <= 0)
+		return false;
+	bf[r] = 0;
+	bf[strcspn(bf, "\n")] = 0;
+	return strncmp(bf, dir, dl) == 0 && (bf[dl] == '/' || bf[dl] == 0);
+}
+
 int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n)
 {
 	DIR *d = opendir("/sys/block");
@@ -169,21 +207,12 @@ int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n)
 	if (!d)
 		return -1;
 	while ((e = readdir(d))) {
-		char p[300], bf[PATH_MAX + 1];
+		char bf[PATH_MAX + 1];
 		int num;
-		cleanup_close int fd = -1;
-		ssize_t r;
 
-		if (sscanf(e->d_name, "loop%d", &num) != 1)
+		if (sscanf(e->d_name, "loop%d", &num) != 1 || !loop_under(num, dir, dl, bf))
 			continue;
-		snprintf(p, sizeof(p), "/sys/block/%s/loop/backing_file", e->d_name);
-		if ((fd = open(p, O_RDONLY | O_CLOEXEC)) < 0)
-			continue;
-		if ((r = read(fd, bf, sizeof(bf) - 1)) <= 0)
-			continue;
-		bf[r] = 0;
-		bf[strcspn(bf, "\n")] = 0;
-		if (strncmp(bf, dir, dl) == 0 && (bf[dl] == '/' || bf[dl] == 0)) {
+		{
 			int *nd = realloc(*devs, (*n + 1) * sizeof(int));
 			char **nf = realloc(*files, (*n + 1) * sizeof(char *));
 			if (nd)
@@ -202,18 +231,52 @@ int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n)
 
 /* Detaches loop devices still backed by files under dir (normally none:
  * autoclear frees them with the last mount). */
-int disk_loops_free(const char *dir, sbx_err *err)
+int disk_loops_free(const char *dir, int known, sbx_err *err)
 {
-	/* up to 10 s: the last user can be a sentry's mount namespace that
-	 * the kernel releases only after its (orphaned) zombie is reaped */
-	for (int pass = 0; pass < 100; pass++) {
-		int *devs;
-		char **files;
-		size_t n;
+	long long t0 = sbx_now_ms();
+	int *devs = NULL;
+	size_t n = 0, dl = strlen(dir);
+	bool scan = known < 0;
 
-		if (disk_loops_under(dir, &devs, &files, &n) < 0)
-			return sbx_err_sys(err, "sandbox", "list /sys/block");
-		for (size_t i = 0; i < n && pass >= 50; i++) {
+	if (!scan) {
+		/* the one its mount stood on (disk_umount_all): watched alone,
+		 * and free means done, without a scan of every device */
+		if (!(devs = malloc(sizeof(*devs))))
+			return sbx_err_set(err, 500, "sandbox", "out of memory");
+		devs[0] = known;
+		n = 1;
+	}
+
+	/* up to 10 s: the last user can be a sentry's mount namespace that
+	 * the kernel releases only after its (orphaned) zombie is reaped;
+	 * usually a few ms after the sentry's end, so the first looks are
+	 * close together (a 100 ms step cost each destroy ~100 ms). A scan
+	 * reads every loop device of the node (one a sandbox): between two,
+	 * only the devices the last one found are looked at, and the end is
+	 * a scan that finds none. */
+	for (;;) {
+		long long waited = sbx_now_ms() - t0;
+		char bf[PATH_MAX + 1];
+
+		if (scan) {
+			char **files;
+			free(devs);
+			if (disk_loops_under(dir, &devs, &files, &n) < 0)
+				return sbx_err_sys(err, "sandbox", "list /sys/block");
+			host_strv_free(files, n);
+			if (n == 0)
+				break;
+		} else {
+			size_t k = 0;
+			for (size_t i = 0; i < n; i++)
+				if (loop_under(devs[i], dir, dl, bf))
+					devs[k++] = devs[i];
+			n = k;
+		}
+		if (n == 0 && known >= 0)
+			break;
+		scan = n == 0; /* the ones found are free: prove it with a scan */
+		for (size_t i = 0; i < n && waited >= 5000; i++) {
 			char dev[64];
 			int fd;
 			snprintf(dev, sizeof(dev), "/dev/loop%d", devs[i]);
@@ -222,14 +285,17 @@ int disk_loops_free(const char *dir, sbx_err *err)
 				close(fd);
 			}
 		}
-		free(devs);
-		host_strv_free(files, n);
 		if (n == 0)
-			return 0;
+			continue;
+		if (waited >= 10000) {
+			free(devs);
+			return sbx_err_set(err, 500, "sandbox", "a loop device of %s stays attached", dir);
+		}
 		/* a dying sandbox's mount namespace may still hold the mount */
-		host_sleep_ms(100);
+		host_sleep_ms(waited < 100 ? 2 : waited < 1000 ? 20 : 100);
 	}
-	return sbx_err_set(err, 500, "sandbox", "a loop device of %s stays attached", dir);
+	free(devs);
+	return 0;
 }
 
 /* ---- removing the directory, never leaving it ---------------------------- */

@@ -29,13 +29,18 @@ int disk_loop_mount(const char *img, const char *mnt, sbx_err *err);
 /* Mount points at or below dir in our namespace, deepest first; free with
  * host_strv_free. < 0 when mountinfo cannot be read. */
 int disk_mounts_under(const char *dir, char ***out, size_t *n);
-/* Unmounts everything at or below dir (busy ones lazily, in the end). */
-int disk_umount_all(const char *dir, sbx_err *err);
+/* Unmounts everything at or below dir (busy ones lazily, in the end);
+ * *loop (when not NULL): the minor of the loop device one of the mounts
+ * stood on, -1 when none did. */
+int disk_umount_all(const char *dir, int *loop, sbx_err *err);
 /* Loop devices (numbers, backing files) whose backing file is under dir;
  * free devs with free() and files with host_strv_free. */
 int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n);
-/* Waits for the loop devices under dir to go, detaching them after 5 s. */
-int disk_loops_free(const char *dir, sbx_err *err);
+/* Waits for the loop devices under dir to go, detaching them after 5 s.
+ * known >= 0: the one device that can be there (the sandbox's disk, whose
+ * mount was just removed: disk_umount_all), watched without a scan of
+ * every loop device of the node; -1: scan. */
+int disk_loops_free(const char *dir, int known, sbx_err *err);
 /* Removes state_dir/sandboxes/ID, never following a symlink or entering a
  * mount that is still there. Fine when it is gone. */
 int disk_rm_sandbox_dir(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);

@@ -1,5 +1,5 @@
 /* runsc for one sandbox: its command lines (one --root for the node),
- * `runsc run --detach` and `runsc delete`, and what runsc and the kernel know
+ * `runsc run --detach` and the container's removal, and what runsc and the kernel know
  * of it: the containers under --root, the sentry's pid, the cgroups runsc
  * made (cgroupsPath /sbx/ID) and their OOM kills. */
 #ifndef SBX_WORKER_RUNSC_H
@@ -32,9 +32,11 @@ int runsc_signal(const struct sandbox_node_cfg *c, const struct sandbox_paths *p
 /* runsc exec ID /bin/sync: what the sandbox wrote reaches its upper
  * directory on the host (a snapshot reads it from there). */
 int runsc_sync(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id, sbx_err *err);
-/* runsc delete -force when runsc knows the container, then SIGKILL for
- * any of its processes still alive; < 0 only when some survive or runsc
- * keeps its record. */
+/* SIGKILL for every process of the container (its cgroup's tasks, and
+ * whatever a scan of /proc finds when the start was not whole), then
+ * runsc's record dropped (its files under --root, or `runsc delete` of the
+ * dead container when the layout is another); < 0 only when some survive
+ * or runsc keeps its record. */
 int runsc_remove(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
 		 sbx_err *err);
 /* Containers runsc knows under our --root (ids; free with host_strv_free). */

@@ -427,7 +427,7 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 	sbx_err e2 = SBX_ERR_INIT;
 	struct step_clock k = { 0 };
 	bool keep_dir;
-	int rc = 0;
+	int rc = 0, loop = -1;
 
 	step_to(&k, "thaw");
 	sandbox_paths(c, id, &p);
@@ -442,12 +442,12 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		return sbx_err_ctx(err, "destroy %s", id);
 	}
 	step_to(&k, "umount");
-	if (disk_umount_all(p.dir, &e2) < 0 && rc == 0) {
+	if (disk_umount_all(p.dir, &loop, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
 	step_to(&k, "loops");
-	if (disk_loops_free(p.dir, &e2) < 0 && rc == 0) {
+	if (disk_loops_free(p.dir, loop, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}

@@ -285,5 +285,5 @@ int volume_detach_wait(const struct sandbox_node_cfg *c, const struct sandbox_pa
 	if (!sbx_id_valid(vid))
 		return 0;
 	volume_image_path(c, vid, img, sizeof(img));
-	return disk_loops_free(img, err);
+	return disk_loops_free(img, -1, err);
 }
