@@ -630,11 +630,12 @@ int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, co
 	bprintf(&b,
 		"link set dev %s alias %s addrgenmode none\n"
 		"link set dev %s master %s\n"
-		"link set dev %s type bridge_slave isolated on learning off\n"
-		"neigh replace %s lladdr %s dev %s nud permanent\n",
-		ns.veth_host, ns.netns, ns.veth_host, br, ns.veth_host, ns.ip, ns.mac, br);
-	made |= T_NEIGH; /* the entry carries this id's MAC: removing it is safe */
+		"link set dev %s type bridge_slave isolated on learning off\n",
+		ns.veth_host, ns.netns, ns.veth_host, br, ns.veth_host);
 	if (b.oom || ip_batch(uplink(c), b.s, err) < 0)
+		goto fail;
+	made |= T_NEIGH; /* the entry carries this id's MAC: removing it is safe */
+	if (net_neigh(uplink(c), br, ns.ip, ns.mac, err) < 0)
 		goto fail;
 
 	ip4_str(sn.net, netstr);
@@ -700,11 +701,10 @@ fail:
 static int teardown_at(const struct net_config *c, const char *id, const struct net_sandbox *ns,
 		       const struct subnet *sn, const char *ip, sbx_err *err)
 {
-	cleanup_host_out struct host_out o = { 0 };
 	cleanup_buf struct buf b = { 0 };
 	struct in_addr a;
 	uint32_t addr;
-	char br[16], line[300];
+	char br[16];
 
 	if (inet_pton(AF_INET, ip, &a) != 1)
 		return sbx_err_set(err, 500, "net", "recorded address %.20s is not one", ip);
@@ -730,15 +730,7 @@ static int teardown_at(const struct net_config *c, const char *id, const struct 
 	if (net_nft_apply(c, b.s, err) < 0)
 		return -1;
 	/* the address is no one else's now: its pinned entry was ours */
-	{
-		const char *argv[] = { "ip", "neigh", "del", ip, "dev", br, NULL };
-		if (net_run(uplink(c), argv, NULL, &o, err) < 0)
-			return -1;
-		if (o.status != 0 && !strstr(o.errs, "No such file") && !strstr(o.errs, "Cannot find device"))
-			return sbx_err_set(err, 500, "net", "ip neigh del %s dev %s: %s", ip, br,
-					   first_line(o.errs, line, sizeof(line)));
-	}
-	return 0;
+	return net_neigh(uplink(c), br, ip, NULL, err);
 }
 
 static int destroy_at(const struct net_config *c, const char *sandbox_id, const char *ip, sbx_err *err)

@@ -62,6 +62,12 @@ void each_chain(json_t *root, void (*fn)(const char *name, void *), void *arg);
 #define BRIDGE_MAC "02:5b:00:00:00:01" /* fixed, so ports joining never change it */
 /* Runs an `ip -batch` in netns (NULL: ours). */
 int ip_batch(const char *netns, const char *batch, sbx_err *err);
+/* The permanent neighbour entry ip -> mac on dev in netns (NULL = ours),
+ * replaced; mac NULL: removed (none there, or no such dev, is fine).
+ * rtnetlink in-process: `ip neigh` dumps every link of the namespace first
+ * (a thousand veths, each with its peer's namespace id looked up: that
+ * dump was the largest part of ip's CPU in a destroy at a thousand). */
+int net_neigh(const char *netns, const char *dev, const char *ip, const char *mac, sbx_err *err);
 /* An IPv4 address (host order) as text. */
 void ip4_str(uint32_t a, char out[16]);
 /* 1 when the bridge NAME exists in the uplink, 0 when there is no such
