@@ -10,6 +10,7 @@ SBX_UNIT_TESTS = \
 	t/unit/err_test \
 	t/unit/errcode_test \
 	t/unit/msg_test \
+	t/unit/outbox_test \
 	t/unit/sandbox_state_test \
 	t/unit/frame_test \
 	t/unit/chanauth_test \

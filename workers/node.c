@@ -85,13 +85,17 @@ void node_reply(struct node *n, const char *reply_to, const char *corr, json_t *
 
 	if (!s || !reply_to[0])
 		return;
-	if (sbx_mq_publish(n->mq, reply_to, s, strlen(s), &(struct sbx_mq_pub){ .correlation_id = corr }, &err) < 0)
+	if (sbx_outbox_put(n->ob, reply_to, s, strlen(s), &(struct sbx_mq_pub){ .correlation_id = corr }, &err) < 0)
 		log_warnx("reply lost: %s", err.msg);
 }
 
 /* ---- the processes that do the slow work ---- */
 
 #define send_reply node_reply
+
+/* what the outbox may hold: 64 streams with their whole credit window
+ * (4 MiB, src/api/h_exec.c) out */
+#define OUTBOX_MAX ((size_t)256 << 20)
 
 static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
 		    const sbx_mq_msg *m, const char *reason, bool pool, int volume_gb)
@@ -731,14 +735,24 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			fatal("signalfd");
 		epoll_ctl(n->ep, EPOLL_CTL_ADD, n->sigfd, &ev);
 	}
+	sbx_id_new(n->boot_id);
+	{
+		/* Publishing never waits in this loop for the broker: a thread
+		 * of its own does (src/lib/outbox.h). OUTBOX_MAX holds 64
+		 * streams' full credit windows. */
+		char hold[600];
+		snprintf(hold, sizeof(hold), "%s/faults/publish-hold.armed", n->sc.state_dir);
+		if (sbx_outbox_open(&n->ob, sbx_cfg_str(cfg, "amqp_url"), n->boot_id, OUTBOX_MAX,
+				    n->sc.fault_points ? hold : NULL, &err) < 0)
+			fatalx("%s", err.msg);
+	}
 	{
 		struct relay_hooks h = { .ctx = n, .state = relay_state, .dead = relay_dead, .wake = relay_wake,
 					 .status = relay_status };
-		n->relay = relay_new(&n->sc, n->ep, &n->mq, &n->db, &h);
+		n->relay = relay_new(&n->sc, n->ep, n->ob, &n->db, &h);
 		if (!n->relay)
 			fatal("relay_new");
 		relay_set_answer_ms(n->relay, (int)sbx_cfg_int(cfg, "init_answer_ms"));
-		sbx_id_new(n->boot_id);
 	}
 	mkdir(n->sc.state_dir, 0700);
 	while (!sbx_child_stop && net_node_setup(&n->net, &err) < 0) {
@@ -862,6 +876,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		}
 	}
 	relay_free(n->relay);
+	sbx_outbox_close(n->ob, 2000); /* the last answers go out first */
 	stats_free(n);
 	execlog_free(n->xlog); /* after the relay: its last ops are recorded */
 	nomad_net_free(n->cni);

@@ -11,6 +11,7 @@
 #include "idle.h"
 #include "mq.h"
 #include "msg.h"
+#include "outbox.h"
 #include <jansson.h>
 #include "egress_node.h"
 #include "net.h"
@@ -83,7 +84,8 @@ struct node {
 	const sbx_config *cfg;
 	const char *node_id;
 	char queue[300];
-	sbx_mq *mq;
+	sbx_mq *mq;        /* consuming (and acks); publishing goes through ob */
+	sbx_outbox *ob;
 	sbx_db db;
 	int ep;
 	struct sandbox_node_cfg sc;

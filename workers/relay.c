@@ -39,9 +39,9 @@ static void publish_to(struct relay *r, const char *reply_to, const char *corr, 
 	const char *type = sbx_msg_name(kind);
 	struct sbx_mq_pub p = { .type = type, .correlation_id = corr, .request_id = req_id };
 
-	if (!*r->mqp || !reply_to[0])
+	if (!reply_to[0])
 		return;
-	if (sbx_mq_publish(*r->mqp, reply_to, body, len, &p, &err) < 0)
+	if (sbx_outbox_put(r->ob, reply_to, body, len, &p, &err) < 0)
 		log_warnx("op %s: %s event lost: %s", corr, type, err.msg);
 }
 
@@ -443,7 +443,7 @@ int relay_ops(const struct relay *r)
 	return r ? r->nops : 0;
 }
 
-struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp, sbx_db *db,
+struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_outbox *ob, sbx_db *db,
 			const struct relay_hooks *hooks)
 {
 	struct relay *r = calloc(1, sizeof(*r));
@@ -461,7 +461,7 @@ struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp,
 	r->answer_ms = 4000;
 	r->sc = sc;
 	r->ep = ep;
-	r->mqp = mqp;
+	r->ob = ob;
 	r->db = db;
 	if (hooks)
 		r->h = *hooks;

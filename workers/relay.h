@@ -12,6 +12,7 @@
 #include "db.h"
 #include "mq.h"
 #include "msg.h"
+#include "outbox.h"
 #include "sandbox.h"
 
 struct relay;
@@ -32,8 +33,8 @@ struct relay_hooks {
 	void (*status)(void *ctx, const char *id, uint32_t nprocs);
 };
 
-/* mq and db belong to the node agent (*mqp may change on reconnect). */
-struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_mq **mqp, sbx_db *db,
+/* ob and db belong to the node agent. */
+struct relay *relay_new(const struct sandbox_node_cfg *sc, int ep, sbx_outbox *ob, sbx_db *db,
 			const struct relay_hooks *hooks);
 void relay_free(struct relay *r);
 

@@ -94,7 +94,7 @@ struct rop {
 struct relay {
 	const struct sandbox_node_cfg *sc;
 	int ep;
-	sbx_mq **mqp;
+	sbx_outbox *ob; /* the node agent's: publishing off the loop */
 	sbx_db *db;
 	struct relay_hooks h;
 	struct rop *ops;

@@ -16,6 +16,7 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/db.c src/lib/db.h \
 	src/lib/sandbox_state.c src/lib/sandbox_state.h \
 	src/lib/mq.c src/lib/mq.h \
+	src/lib/outbox.c src/lib/outbox.h \
 	src/lib/msg.c src/lib/msg.h \
 	src/lib/reply.c src/lib/reply.h src/lib/stats_view.c src/lib/stats_view.h \
 	src/lib/daemon.c src/lib/daemon.h \
