@@ -26,11 +26,17 @@
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 2000
 #define HOLD_LOOK_MS 20
+/* Messages sent are kept for reuse, up to this many: output comes as a
+ * stream of 256 KiB messages, and a malloc and free of each made the
+ * node's memory churn (under ASan the freed ones pile up in its
+ * quarantine: relay-exec.t's bound on the agent's memory failed) */
+#define SPARE_MAX 8
 
 struct item {
 	struct item *next;
 	long long at; /* when it was put (ms) */
 	size_t size;  /* what it counts against max_bytes */
+	size_t cap;   /* what was allocated */
 	char *rk, *type, *corr, *reply_to, *req_id, *expiration;
 	int persistent;
 	size_t len;
@@ -42,6 +48,8 @@ struct sbx_outbox {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct item *head, *tail;
+	struct item *spare; /* sent, kept for reuse (SPARE_MAX) */
+	int nspare;
 	long n, lost;
 	size_t bytes, max_bytes;
 	bool stop;
@@ -70,7 +78,40 @@ static void pop(sbx_outbox *ob)
 		ob->tail = NULL;
 	ob->n--;
 	ob->bytes -= it->size;
-	free(it);
+	if (ob->stop) {
+		free(it);
+		return;
+	}
+	if (ob->nspare == SPARE_MAX) {
+		/* full: the smallest spare makes room for a larger one */
+		struct item **small = &ob->spare, *gone;
+		for (struct item **pp = &ob->spare; *pp; pp = &(*pp)->next)
+			if ((*pp)->cap < (*small)->cap)
+				small = pp;
+		gone = (*small)->cap < it->cap ? *small : it;
+		if (gone != it)
+			*small = gone->next;
+		free(gone);
+		if (gone == it)
+			return;
+		ob->nspare--;
+	}
+	it->next = ob->spare;
+	ob->spare = it;
+	ob->nspare++;
+}
+
+/* A spare item of at least need bytes, or NULL. Under the lock. */
+static struct item *spare_take(sbx_outbox *ob, size_t need)
+{
+	for (struct item **pp = &ob->spare; *pp; pp = &(*pp)->next)
+		if ((*pp)->cap >= need) {
+			struct item *it = *pp;
+			*pp = it->next;
+			ob->nspare--;
+			return it;
+		}
+	return NULL;
 }
 
 /* While the broker cannot be reached: what no one waits for any more. */
@@ -189,6 +230,12 @@ static void *run(void *arg)
 	}
 	while (ob->head)
 		pop(ob);
+	while (ob->spare) {
+		struct item *it = ob->spare;
+		ob->spare = it->next;
+		free(it);
+	}
+	ob->nspare = 0;
 	ob->fd = -1;
 	pthread_mutex_unlock(&ob->mu);
 	sbx_mq_close(mq);
@@ -251,10 +298,18 @@ int sbx_outbox_put(sbx_outbox *ob, const char *routing_key, const void *body, si
 		pthread_mutex_unlock(&ob->mu);
 		return sbx_err_set(err, 503, "mq_unavailable", "outbox full (%zu bytes wait for the broker)", ob->bytes);
 	}
+	it = spare_take(ob, need);
 	pthread_mutex_unlock(&ob->mu);
-	if (!(it = malloc(need)))
-		return sbx_err_set(err, 500, "nomem", "outbox: out of memory");
-	memset(it, 0, sizeof(*it));
+	if (!it) {
+		if (!(it = malloc(need)))
+			return sbx_err_set(err, 500, "nomem", "outbox: out of memory");
+		it->cap = need;
+	}
+	{
+		size_t cap = it->cap;
+		memset(it, 0, sizeof(*it));
+		it->cap = cap;
+	}
 	at = (char *)(it + 1);
 	it->rk = put_str(&at, s[0]);
 	/* "" for a property not set (send_one) */
