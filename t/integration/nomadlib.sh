@@ -12,9 +12,17 @@ ND_PID=""
 # dk ARGS...: the test's Docker engine.
 dk() { /usr/bin/docker -H "unix://$ND_DIR/docker.sock" "$@"; }
 
+# Its data root (images, layers, containerd's metadata) is a tmpfs: on disk,
+# every docker run waits for fsyncs, and behind a template build's writes
+# (run 1 of a CI run builds the other templates in the background) those
+# took so long that the first create through Nomad failed with "allocation
+# pending" after start_timeout (run 1 of a 5-run repeat on a fresh machine),
+# which says nothing of the driver. nd_stop unmounts it.
 nd_start() {
 	ND_DIR=$SBX_STACK_DIR/nomad-docker
-	mkdir -p "$ND_DIR/alloc" || return 1
+	mkdir -p "$ND_DIR/alloc" "$ND_DIR/data" || return 1
+	mountpoint -q "$ND_DIR/data" ||
+		mount -t tmpfs -o size=6g,mode=0711 sbx-nomad-docker "$ND_DIR/data" || return 1
 	cat > "$ND_DIR/daemon.json" << EOF2
 {"runtimes": {"runsc": {"path": "$SBX_REPO/nomad/runsc-docker",
                         "runtimeArgs": ["--platform=systrap", "--host-uds=create", "--overlay2=none"]}}}
