@@ -3,7 +3,7 @@
 noinst_LIBRARIES += workers/libsbxnode.a
 workers_libsbxnode_a_SOURCES = \
 	workers/host.c workers/host.h \
-	workers/net.c workers/net_run.c workers/net_node.c workers/net.h workers/net_int.h workers/net_list.c \
+	workers/net.c workers/net_run.c workers/net_link.c workers/net_node.c workers/net.h workers/net_int.h workers/net_list.c \
 	workers/egress.c workers/egress.h \
 	workers/dns.c workers/dns.h \
 	workers/disk.c workers/disk.h \
@@ -14,7 +14,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/sandbox.c workers/sandbox.h workers/adopt.c workers/docker.c workers/docker.h workers/docker_answer.c workers/docker_answer.h workers/nomad_net.c workers/nomad_net.h workers/nomad_vol.c workers/nomad_vol.h workers/cni.c workers/cni.h \
 	workers/freezer.c workers/freezer.h \
 	workers/stats.c workers/stats.h
-SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS)
+SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS) $(NFTABLES_LIBS)
 
 # sbx-worker: the worker master and one file per role.
 sbin_PROGRAMS += workers/sbx-worker

@@ -306,13 +306,13 @@ static int cmp_u32(const void *a, const void *b)
 static int list_json(const struct net_config *c, const char *what, const char *name, bool missing_ok, json_t **root,
 		     sbx_err *err)
 {
-	const char *argv[] = { "nft", "-j", "list", what, "inet", "sbx", name, NULL };
 	cleanup_host_out struct host_out o = { 0 };
 	json_error_t jerr;
-	char line[300];
+	char line[300], cmd[200];
 
 	*root = NULL;
-	if (net_run(uplink(c), argv, NULL, &o, err) < 0)
+	snprintf(cmd, sizeof(cmd), "list %s inet sbx %s", what, name);
+	if (net_nft(uplink(c), cmd, true, &o, err) < 0)
 		return -1;
 	if (o.status != 0) {
 		/* no table (an uplink gone, a node never set up): nothing is in it */
@@ -426,7 +426,6 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 {
 	cleanup_host_out struct host_out o = { 0 };
 	cleanup_buf struct buf b = { 0 };
-	char line[300];
 	int rc = 0;
 	json_t *root = NULL;
 	sbx_err later = SBX_ERR_INIT;
@@ -435,24 +434,10 @@ static int teardown(const struct net_config *c, const char *id, const struct net
 #define STEP_ERR (rc < 0 ? &later : err)
 
 	/* The host side of the veth first: traffic stops before rules go. */
-	if (what & T_VETH) {
-		const char *argv[] = { "ip", "link", "del", "dev", ns->veth_host, NULL };
-		if (net_run(uplink(c), argv, NULL, &o, STEP_ERR) < 0)
-			rc = -1;
-		else if (o.status != 0 && !strstr(o.errs, "Cannot find device"))
-			rc = sbx_err_set(STEP_ERR, 500, "net", "ip link del %s: %s", ns->veth_host,
-					 first_line(o.errs, line, sizeof(line)));
-		host_out_free(&o);
-	}
-	if ((what & T_NETNS) && netns_exists(ns->netns)) {
-		const char *argv[] = { "ip", "netns", "del", ns->netns, NULL };
-		if (net_run(NULL, argv, NULL, &o, STEP_ERR) < 0)
-			rc = -1;
-		else if (o.status != 0 && netns_exists(ns->netns))
-			rc = sbx_err_set(STEP_ERR, 500, "net", "ip netns del %s: %s", ns->netns,
-					 first_line(o.errs, line, sizeof(line)));
-		host_out_free(&o);
-	}
+	if ((what & T_VETH) && link_del(uplink(c), ns->veth_host, STEP_ERR) < 0)
+		rc = -1;
+	if ((what & T_NETNS) && netns_del(ns->netns, STEP_ERR) < 0)
+		rc = -1;
 	/* The permanent neighbour entry, found by the MAC derived from the id. */
 	if (what & T_NEIGH) {
 		/* on whichever of our bridges it is (the address may be gone) */
@@ -567,7 +552,6 @@ int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, co
 {
 	cleanup_close int lock = -1;
 	cleanup_buf struct buf b = { 0 };
-	cleanup_host_out struct host_out o = { 0 };
 	struct net_sandbox ns;
 	struct subnet sn;
 	char netstr[16];
@@ -606,33 +590,20 @@ int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, co
 			goto fail;
 		made |= T_NETNS;
 	} else {
-		const char *argv[] = { "ip", "netns", "add", ns.netns, NULL };
-		if (net_run_ok(NULL, argv, NULL, &o, err) < 0)
+		if (netns_add(ns.netns, err) < 0)
 			goto fail;
-		host_out_free(&o);
 		made |= T_NETNS;
 	}
 	/* 3. The veth pair, its sandbox end moved into the namespace as eth0. */
-	{
-		const char *argv[] = { "ip", "link", "add", ns.veth_host, "type", "veth", "peer", "name",
-				       "eth0", "address", ns.mac, "netns", ns.netns, NULL };
-		if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0) {
-			sbx_err_ctx(err, "veth %s", ns.veth_host);
-			goto fail;
-		}
-		host_out_free(&o);
-		made |= T_VETH;
+	if (link_veth_add(uplink(c), ns.veth_host, "eth0", ns.mac, ns.netns, err) < 0) {
+		sbx_err_ctx(err, "veth %s", ns.veth_host);
+		goto fail;
 	}
+	made |= T_VETH;
 	/* 4. Host side, still down: named for net_list, no IPv6, on the bridge,
 	 * isolated from the other ports, and the node's ARP entry for the
 	 * sandbox pinned so no sandbox can claim another's address. */
-	b.len = 0;
-	bprintf(&b,
-		"link set dev %s alias %s addrgenmode none\n"
-		"link set dev %s master %s\n"
-		"link set dev %s type bridge_slave isolated on learning off\n",
-		ns.veth_host, ns.netns, ns.veth_host, br, ns.veth_host);
-	if (b.oom || ip_batch(uplink(c), b.s, err) < 0)
+	if (link_bridge_port(uplink(c), ns.veth_host, ns.netns, br, err) < 0)
 		goto fail;
 	made |= T_NEIGH; /* the entry carries this id's MAC: removing it is safe */
 	if (net_neigh(uplink(c), br, ns.ip, ns.mac, err) < 0)
@@ -659,22 +630,12 @@ int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, co
 
 	/* 6. Inside: lo and eth0 up, the address, the default route. gVisor
 	 * copies all of this when the sandbox starts. */
-	b.len = 0;
-	bprintf(&b,
-		"link set dev lo up\n"
-		"address add %s/%d dev eth0\n"
-		"link set dev eth0 up\n"
-		"route add default via %s dev eth0 onlink\n",
-		ns.ip, sn.len, sn.gw);
-	if (b.oom || ip_batch(ns.netns, b.s, err) < 0)
+	if (link_inside(ns.netns, "eth0", ns.ip, sn.len, sn.gw, err) < 0)
 		goto fail;
 
 	/* 7. Last: the host side up. */
-	{
-		const char *argv[] = { "ip", "link", "set", "dev", ns.veth_host, "up", NULL };
-		if (net_run_ok(uplink(c), argv, NULL, &o, err) < 0)
-			goto fail;
-	}
+	if (link_up(uplink(c), ns.veth_host, err) < 0)
+		goto fail;
 	snprintf(ns.gw, sizeof(ns.gw), "%s", sn.gw);
 	*out = ns;
 	return 0;

@@ -45,6 +45,17 @@ int net_run(const char *netns, const char *const argv[], const char *input, stru
 const char *first_line(const char *s, char *buf, size_t len);
 /* Like net_run, but a non-zero exit is an error naming the command. */
 int net_run_ok(const char *netns, const char *const argv[], const char *input, struct host_out *o, sbx_err *err);
+/* nft's commands (a ruleset, or a `list ...`) run in-process through
+ * libnftables in netns (NULL: ours), as `nft [-j] -f -` would: o->status 0
+ * when they applied (a transaction: all or nothing), 1 when not, with
+ * nft's messages in o->errs; its output (JSON when json) in o->out. < 0
+ * only when it could not run them (net_run.c). */
+int net_nft(const char *netns, const char *cmd, bool json, struct host_out *o, sbx_err *err);
+/* The calling thread in netns (NULL or "": it stays): the descriptor to
+ * come back with (-2 when nothing was entered), -1 on error; netns_leave
+ * comes back, and aborts rather than go on in the wrong namespace. */
+int netns_enter(const char *netns, sbx_err *err);
+void netns_leave(int self, const char *netns);
 /* The uplink namespace's name, NULL for the host's. */
 const char *uplink(const struct net_config *c);
 /* The configuration checked, its subnet parsed. */
@@ -68,6 +79,24 @@ int ip_batch(const char *netns, const char *batch, sbx_err *err);
  * (a thousand veths, each with its peer's namespace id looked up: that
  * dump was the largest part of ip's CPU in a destroy at a thousand). */
 int net_neigh(const char *netns, const char *dev, const char *ip, const char *mac, sbx_err *err);
+/* A sandbox's links over rtnetlink, in-process (net_link.c); netns NULL:
+ * ours. Each fails naming the `ip` command it stands for. */
+/* The veth pair host <-> peer, peer (with peer_mac) moved into peer_netns. */
+int link_veth_add(const char *netns, const char *host, const char *peer, const char *peer_mac, const char *peer_netns,
+		  sbx_err *err);
+/* dev, still down: alias, addrgenmode none, a port of bridge, isolated and
+ * not learning. */
+int link_bridge_port(const char *netns, const char *dev, const char *alias, const char *bridge, sbx_err *err);
+int link_up(const char *netns, const char *dev, sbx_err *err);
+/* Inside netns: lo and dev up, ip/len on dev, the default route via gw
+ * (onlink). */
+int link_inside(const char *netns, const char *dev, const char *ip, int len, const char *gw, sbx_err *err);
+/* dev removed; none there is fine. */
+int link_del(const char *netns, const char *dev, sbx_err *err);
+/* As `ip netns add NAME` (fails when it exists) and `ip netns del NAME`
+ * (none there is fine), in-process. */
+int netns_add(const char *name, sbx_err *err);
+int netns_del(const char *name, sbx_err *err);
 /* An IPv4 address (host order) as text. */
 void ip4_str(uint32_t a, char out[16]);
 /* 1 when the bridge NAME exists in the uplink, 0 when there is no such

@@ -24,11 +24,21 @@ static void bridge_element(const char *name, void *arg)
 
 /* ---- the table --------------------------------------------------------- */
 
+/* `nft -j CMD` in the uplink; failing is an error naming it. */
+static int nft_list(const struct net_config *c, const char *cmd, struct host_out *o, sbx_err *err)
+{
+	char line[300];
+
+	if (net_nft(uplink(c), cmd, true, o, err) < 0)
+		return -1;
+	if (o->status != 0)
+		return sbx_err_set(err, 500, "net", "nft -j %s failed: %s", cmd, first_line(o->errs, line, sizeof(line)));
+	return 0;
+}
+
 /* The table as JSON (NULL in *root when there is no table). */
 int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 {
-	static const char *const list_tables[] = { "nft", "-j", "list", "tables", "inet", NULL };
-	static const char *const list_table[] = { "nft", "-j", "list", "table", "inet", "sbx", NULL };
 	cleanup_host_out struct host_out o = { 0 };
 	json_error_t jerr;
 	json_t *v, *item;
@@ -36,7 +46,7 @@ int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 	bool found = false;
 
 	*root = NULL;
-	if (net_run_ok(uplink(c), list_tables, NULL, &o, err) < 0)
+	if (nft_list(c, "list tables inet", &o, err) < 0)
 		return -1;
 	v = json_loads(o.out, 0, &jerr);
 	json_array_foreach(json_object_get(v, "nftables"), i, item) {
@@ -49,7 +59,7 @@ int table_json(const struct net_config *c, json_t **root, sbx_err *err)
 	if (!found)
 		return 0;
 	host_out_free(&o);
-	if (net_run_ok(uplink(c), list_table, NULL, &o, err) < 0)
+	if (nft_list(c, "list table inet sbx", &o, err) < 0)
 		return -1;
 	*root = json_loads(o.out, 0, &jerr);
 	if (!*root)

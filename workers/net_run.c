@@ -1,22 +1,17 @@
 /* Running ip and nft for the node's network (net.c, net_node.c,
- * net_list.c), the neighbour entries set over rtnetlink, and the growing strings their rulesets and batches are
- * written in (net_int.h). */
+ * net_list.c): ip as a process, nft in-process through libnftables, a
+ * thread's trips into a network namespace, and the growing strings their
+ * rulesets and batches are written in (net_int.h). */
 #include "config.h"
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/neighbour.h>
-#include <linux/netlink.h>
-#include <linux/rtnetlink.h>
-#include <net/if.h>
+#include <nftables/libnftables.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include "cleanup.h"
 #include "err.h"
@@ -79,11 +74,14 @@ const char *uplink(const struct net_config *c)
 
 int net_nft_apply(const struct net_config *c, const char *ruleset, sbx_err *err)
 {
-	static const char *const argv[] = { "nft", "-f", "-", NULL };
 	cleanup_host_out struct host_out o = { 0 };
+	char line[300];
 
-	if (net_run_ok(uplink(c), argv, ruleset, &o, err) < 0)
+	if (net_nft(uplink(c), ruleset, false, &o, err) < 0)
 		return -1;
+	if (o.status != 0)
+		return sbx_err_set(err, 500, "net", "nft -f - failed (exit %d): %s", o.status,
+				   first_line(o.errs, line, sizeof(line)));
 	return 0;
 }
 
@@ -128,103 +126,80 @@ void bprintf(struct buf *b, const char *fmt, ...)
 	}
 }
 
-/* ---- neighbour entries over rtnetlink --------------------------------- */
+/* ---- network namespaces of the calling thread -------------------------- */
 
-/* A NETLINK_ROUTE socket in netns (NULL or "" = ours) and dev's index
- * there: the thread enters the namespace for the socket and the lookup and
- * comes back (setns is per thread; a socket stays in the namespace it was
- * made in). */
-static int rtnl_open_in(const char *netns, const char *dev, unsigned *ifindex, sbx_err *err)
+/* Enters netns (NULL or "" = stay) in the calling thread: setns is per
+ * thread, and a socket stays in the namespace it was made in. Returns the
+ * descriptor netns_leave needs to come back (-2: nothing was entered), -1
+ * on error. */
+int netns_enter(const char *netns, sbx_err *err)
 {
 	char path[300];
-	cleanup_close int self = -1, there = -1;
-	int s = -1, saved = 0;
+	cleanup_close int there = -1;
+	int self;
 
-	if (netns && *netns) {
-		snprintf(path, sizeof(path), NETNS_DIR "/%s", netns);
-		if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0 ||
-		    (there = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			return sbx_err_sys(err, "net", "open network namespace %s", netns);
-		if (setns(there, CLONE_NEWNET) < 0)
-			return sbx_err_sys(err, "net", "enter network namespace %s", netns);
+	if (!netns || !*netns)
+		return -2;
+	snprintf(path, sizeof(path), NETNS_DIR "/%s", netns);
+	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0)
+		return sbx_err_sys(err, "net", "open network namespace %s", "of this thread");
+	if ((there = open(path, O_RDONLY | O_CLOEXEC)) < 0 || setns(there, CLONE_NEWNET) < 0) {
+		int e = errno;
+		close(self);
+		errno = e;
+		return sbx_err_sys(err, "net", "enter network namespace %s", netns);
 	}
-	s = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-	if (s < 0)
-		saved = errno;
-	*ifindex = s >= 0 ? if_nametoindex(dev) : 0;
-	if (s >= 0 && !*ifindex)
-		saved = errno;
-	if (self >= 0 && setns(self, CLONE_NEWNET) < 0) {
+	return self;
+}
+
+void netns_leave(int self, const char *netns)
+{
+	if (self < 0)
+		return;
+	if (setns(self, CLONE_NEWNET) < 0) {
 		/* never go on in the wrong namespace */
 		log_warnx("cannot leave network namespace %s: %s", netns, strerror(errno));
 		abort();
 	}
-	if (s < 0)
-		return sbx_err_set(err, 500, "net", "netlink socket: %s", strerror(saved));
-	if (!*ifindex) {
-		close(s);
-		errno = saved;
-		return -2; /* no such device */
-	}
-	return s;
+	close(self);
 }
 
-int net_neigh(const char *netns, const char *dev, const char *ip, const char *mac, sbx_err *err)
-{
-	struct {
-		struct nlmsghdr h;
-		struct ndmsg nd;
-		char attrs[64];
-	} req;
-	struct in_addr a;
-	unsigned char ll[6];
-	unsigned ifindex = 0;
-	char ans[512];
-	cleanup_close int s = -1;
-	struct rtattr *rta;
-	ssize_t r;
+/* ---- nft in-process ------------------------------------------------------ */
 
-	if (inet_pton(AF_INET, ip, &a) != 1)
-		return sbx_err_set(err, 500, "net", "neighbour: bad address %.40s", ip);
-	if (mac && sscanf(mac, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &ll[0], &ll[1], &ll[2], &ll[3], &ll[4], &ll[5]) != 6)
-		return sbx_err_set(err, 500, "net", "neighbour: bad MAC %.40s", mac);
-	s = rtnl_open_in(netns, dev, &ifindex, err);
-	if (s == -2)
-		return mac ? sbx_err_set(err, 500, "net", "neighbour %s: no device %s", ip, dev) : 0;
-	if (s < 0)
+/* An `nft` process cost ~40 ms of a loaded node (its start: a dozen shared
+ * libraries, xtables) for a transaction the kernel does in ~1: four of them
+ * in every create. The library runs the same parser and the same
+ * transaction; a context lives for one call, so its netlink socket is made,
+ * and gone, inside the namespace entered for it. */
+int net_nft(const char *netns, const char *cmd, bool json, struct host_out *o, sbx_err *err)
+{
+	struct nft_ctx *ctx;
+	const char *out, *errs;
+	int self, rc;
+
+	memset(o, 0, sizeof(*o));
+	if ((self = netns_enter(netns, err)) == -1)
 		return -1;
-	memset(&req, 0, sizeof(req));
-	req.h.nlmsg_type = mac ? RTM_NEWNEIGH : RTM_DELNEIGH;
-	req.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | (mac ? NLM_F_CREATE | NLM_F_REPLACE : 0);
-	req.h.nlmsg_seq = 1;
-	req.nd.ndm_family = AF_INET;
-	req.nd.ndm_ifindex = (int)ifindex;
-	req.nd.ndm_state = mac ? NUD_PERMANENT : 0;
-	req.h.nlmsg_len = NLMSG_LENGTH(sizeof(req.nd));
-	rta = (struct rtattr *)((char *)&req + NLMSG_ALIGN(req.h.nlmsg_len));
-	rta->rta_type = NDA_DST;
-	rta->rta_len = RTA_LENGTH(sizeof(a));
-	memcpy(RTA_DATA(rta), &a, sizeof(a));
-	req.h.nlmsg_len = NLMSG_ALIGN(req.h.nlmsg_len) + RTA_ALIGN(rta->rta_len);
-	if (mac) {
-		rta = (struct rtattr *)((char *)&req + req.h.nlmsg_len);
-		rta->rta_type = NDA_LLADDR;
-		rta->rta_len = RTA_LENGTH(sizeof(ll));
-		memcpy(RTA_DATA(rta), ll, sizeof(ll));
-		req.h.nlmsg_len += RTA_ALIGN(rta->rta_len);
+	ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+	if (!ctx || nft_ctx_buffer_output(ctx) < 0 || nft_ctx_buffer_error(ctx) < 0) {
+		if (ctx)
+			nft_ctx_free(ctx);
+		netns_leave(self, netns);
+		return sbx_err_set(err, 500, "net", "nft: cannot make a libnftables context");
 	}
-	if (send(s, &req, req.h.nlmsg_len, 0) < 0)
-		return sbx_err_sys(err, "net", "neighbour %s dev %s: send", ip, dev);
-	while ((r = recv(s, ans, sizeof(ans), 0)) < 0 && errno == EINTR)
-		;
-	if (r < (ssize_t)NLMSG_LENGTH(sizeof(struct nlmsgerr)))
-		return sbx_err_set(err, 500, "net", "neighbour %s dev %s: no answer", ip, dev);
-	{
-		struct nlmsghdr *h = (struct nlmsghdr *)ans;
-		int e = h->nlmsg_type == NLMSG_ERROR ? -((struct nlmsgerr *)NLMSG_DATA(h))->error : EPROTO;
-		if (e == 0 || (!mac && e == ENOENT))
-			return 0;
-		return sbx_err_set(err, 500, "net", "neighbour %s dev %s %s: %s", ip, dev, mac ? "replace" : "del",
-				   strerror(e));
+	if (json)
+		nft_ctx_output_set_flags(ctx, NFT_CTX_OUTPUT_JSON);
+	rc = nft_run_cmd_from_buffer(ctx, cmd);
+	out = nft_ctx_get_output_buffer(ctx);
+	errs = nft_ctx_get_error_buffer(ctx);
+	o->status = rc == 0 ? 0 : 1;
+	o->out = strdup(out ? out : "");
+	o->errs = strdup(errs ? errs : "");
+	nft_ctx_free(ctx);
+	netns_leave(self, netns);
+	if (!o->out || !o->errs) {
+		host_out_free(o);
+		return sbx_err_set(err, 500, "net", "out of memory");
 	}
+	return 0;
 }
