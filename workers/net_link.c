@@ -142,6 +142,12 @@ static int ifindex_of(int s, const char *dev)
 	return ioctl(s, SIOCGIFINDEX, &ifr) < 0 ? -1 : ifr.ifr_ifindex;
 }
 
+/* "aa:bb:cc:dd:ee:ff" into 6 bytes; false when it is not one. */
+static bool mac_parse(const char *s, unsigned char mac[6])
+{
+	return sscanf(s, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) == 6;
+}
+
 /* ---- what net.c asks -------------------------------------------------- */
 
 int link_veth_add(const char *netns, const char *host, const char *peer, const char *peer_mac, const char *peer_netns,
@@ -155,7 +161,7 @@ int link_veth_add(const char *netns, const char *host, const char *peer, const c
 	struct nlreq r;
 	int e;
 
-	if (sscanf(peer_mac, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4], &mac[5]) != 6)
+	if (!mac_parse(peer_mac, mac))
 		return sbx_err_set(err, 500, "net", "veth %s: bad MAC %.40s", host, peer_mac);
 	snprintf(path, sizeof(path), NETNS_DIR "/%s", peer_netns);
 	if ((nsfd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
@@ -315,7 +321,7 @@ int net_neigh(const char *netns, const char *dev, const char *ip, const char *ma
 
 	if (inet_pton(AF_INET, ip, &a) != 1)
 		return sbx_err_set(err, 500, "net", "neighbour: bad address %.40s", ip);
-	if (mac && sscanf(mac, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &ll[0], &ll[1], &ll[2], &ll[3], &ll[4], &ll[5]) != 6)
+	if (mac && !mac_parse(mac, ll))
 		return sbx_err_set(err, 500, "net", "neighbour: bad MAC %.40s", mac);
 	if ((s = rtnl_in(netns, err)) < 0)
 		return -1;
@@ -341,9 +347,10 @@ int net_neigh(const char *netns, const char *dev, const char *ip, const char *ma
 int netns_add(const char *name, sbx_err *err)
 {
 	char path[300];
+	const char *step;
 	bool bound = false;
-	cleanup_close int fd = -1, self = -1;
-	int e;
+	cleanup_close int fd = -1;
+	int self, e;
 
 	snprintf(path, sizeof(path), NETNS_DIR "/%s", name);
 	if (mkdir(NETNS_DIR, 0755) < 0 && errno != EEXIST)
@@ -357,29 +364,27 @@ int netns_add(const char *name, sbx_err *err)
 	if ((fd = open(path, O_RDONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0)) < 0)
 		return sbx_err_sys(err, "net", "ip netns add %s: cannot create namespace file %s", name, path);
 	if ((self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC)) < 0) {
-		e = errno;
-		unlink(path);
-		errno = e;
-		return sbx_err_sys(err, "net", "ip netns add %s: open this thread's network namespace", name);
+		step = "open this thread's network namespace";
+		goto fail;
 	}
 	if (unshare(CLONE_NEWNET) < 0) {
+		step = "unshare";
 		e = errno;
-		unlink(path);
+		close(self);
 		errno = e;
-		return sbx_err_sys(err, "net", "ip netns add %s: unshare", name);
+		goto fail;
 	}
 	e = mount("/proc/thread-self/ns/net", path, "none", MS_BIND, NULL) < 0 ? errno : 0;
-	if (setns(self, CLONE_NEWNET) < 0) {
-		/* never go on in the wrong namespace */
-		log_warnx("cannot leave the new network namespace %s: %s", name, strerror(errno));
-		abort();
-	}
-	if (e) {
-		unlink(path);
-		errno = e;
-		return sbx_err_sys(err, "net", "ip netns add %s: bind mount", name);
-	}
-	return 0;
+	netns_leave(self, name);
+	if (!e)
+		return 0;
+	step = "bind mount";
+	errno = e;
+fail:
+	e = errno;
+	unlink(path);
+	errno = e;
+	return sbx_err_sys(err, "net", "ip netns add %s: %s", name, step);
 }
 
 /* As `ip netns del NAME`: the bind mount detached (the namespace lives on
