@@ -180,9 +180,17 @@ t_exit_cleanup() {
 
 # ---- the stack ----------------------------------------------------------
 
-# conf_get NAME: a setting of the stack's sbx.conf (last one wins).
+# conf_get NAME: a setting of the stack's sbx.conf (last one wins). Shell
+# builtins only: it is in predicates wait_until polls (api_log, log_since),
+# where its sed | tail | sed cost three processes a look.
 conf_get() {
-	sed -n "s/^[[:space:]]*$1[[:space:]]*=[[:space:]]*//p" "$SBX_CONF" | tail -n1 | sed 's/[[:space:]]*$//'
+	local line v="" re="^[[:space:]]*$1[[:space:]]*=[[:space:]]*(.*)\$"
+	[ -r "$SBX_CONF" ] || { echo "conf_get: cannot read $SBX_CONF" >&2; return 1; }
+	while IFS= read -r line || [ -n "$line" ]; do
+		if [[ $line =~ $re ]]; then v=${BASH_REMATCH[1]}; fi
+	done < "$SBX_CONF"
+	v=${v%"${v##*[![:space:]]}"}
+	printf '%s\n' "$v"
 }
 
 api_log() {
@@ -418,11 +426,18 @@ error_shape() {
 
 # ---- database, organisations, keys --------------------------------------
 
+# T_PSQL: psql itself, not Debian's /usr/bin/psql (pg_wrapper, a Perl
+# script that picks a cluster): the wrapper cost ~50 ms of CPU a call before
+# psql started, half of a psql_q on a slow machine, and the suite makes
+# about two thousand of them.
+for T_PSQL in /usr/lib/postgresql/*/bin/psql; do :; done
+[ -x "$T_PSQL" ] || T_PSQL=psql
+
 # psql_q SQL: one query in the stack's database; unaligned tuples only.
 psql_q() {
 	local url=${SBX_DB_URL:-}
 	[ -n "$url" ] || url=$(conf_get db_url)
-	PGCONNECT_TIMEOUT=10 psql -X -q -A -t -v ON_ERROR_STOP=1 "$url" -c "$1"
+	PGCONNECT_TIMEOUT=10 "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url" -c "$1"
 }
 
 admin() { "$SBX_ADMIN" -c "$SBX_CONF" "$@"; }
@@ -648,21 +663,46 @@ sb_foreign() {
 }
 
 # sb_leftovers ID...: what an independent listing still finds of these ids
-# (empty = nothing).
+# (empty = nothing). Each listing is read once for all the ids (one psql for
+# their placements, one runsc list, ip link, nft and ps), not once an id:
+# wait_until polls it, and per id it ran a dozen processes a look (chaos-kill.t
+# waited 110 s on 16 ids on a loaded 2-core machine).
 sb_leftovers() {
-	local id p out="" nft
+	[ $# -gt 0 ] || return 0
+	local id p out="" nft runl mnts loops="" links procs f b q="" pl
+	local -A place=()
+	for id in "$@"; do [[ $id =~ ^[0-9a-f]{24}$ ]] && q+="${q:+,}'$id'"; done
+	if [ -n "$q" ]; then
+		while IFS='|' read -r id p; do
+			[ -n "$p" ] && place[$id]=$p
+		done < <(psql_q "SELECT id, placement_id FROM sandboxes WHERE id IN ($q)" 2> /dev/null)
+	fi
 	nft=$(sb_up nft list table inet sbx 2> /dev/null)
+	runl=$'\n'$(sb_runsc list -quiet 2> /dev/null)$'\n'
+	mnts=$'\n'$(awk '{print $5}' /proc/self/mountinfo)
+	for f in /sys/block/loop*/loop/backing_file; do
+		[ -r "$f" ] && read -r b < "$f" 2> /dev/null && loops+=$'\n'$b
+	done
+	links=$'\n'$(sb_up ip -o link show 2> /dev/null)
+	procs=$(ps -eo pid=,args=)
 	for id in "$@"; do
-		p=$(sb_place "$id")
-		sb_runsc list -quiet 2> /dev/null | grep -qx "$p" && out+=" runsc:$id"
-		[ -n "$(sb_mounts_of "$SB_STATE/sandboxes/$p")" ] && out+=" mount:$id"
-		[ -n "$(sb_loops_of "$SB_STATE/sandboxes/$p/")" ] && out+=" loop:$id"
+		p=${place[$id]:-$id}
+		[[ $runl == *$'\n'"$p"$'\n'* ]] && out+=" runsc:$id"
+		[[ $mnts == *$'\n'"$SB_STATE/sandboxes/$p"* ]] && out+=" mount:$id"
+		[[ $loops == *$'\n'"$SB_STATE/sandboxes/$p/"* ]] && out+=" loop:$id"
 		[ -e "/run/netns/sbx-$p" ] && out+=" netns:$id"
-		sb_up ip link show "sbxh${p:0:9}" > /dev/null 2>&1 && out+=" veth:$id"
+		[[ $links =~ $'\n'[0-9]+:\ sbxh${p:0:9}[@:] ]] && out+=" veth:$id"
 		[[ $nft == *"$p"* || $nft == *"sbxh${p:0:9}"* ]] && out+=" nft:$id"
 		[ -e "$SB_STATE/sandboxes/$p" ] && out+=" dir:$id"
 		compgen -G "/sys/fs/cgroup/*/sbx/$p" > /dev/null && out+=" cgroup:$id"
-		[ -n "$(sb_procs_of "$p")" ] && out+=" procs:$id"
+		# sb_procs_of's test: a runsc process naming its dir or the id
+		while IFS= read -r pl; do
+			[[ $pl == *runsc* ]] || continue
+			if [[ $pl == *"$SB_STATE/sandboxes/$p"* || $pl == *" $p" ]]; then
+				out+=" procs:$id"
+				break
+			fi
+		done <<< "$procs"
 	done
 	echo "${out# }"
 }

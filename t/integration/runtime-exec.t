@@ -216,11 +216,11 @@ is "$(j .data.exit_code)" 7 "an exec to be recorded"
 is "$(psql_q "SELECT last_activity_at > now() - interval '1 minute' FROM sandboxes WHERE id = '$A'")" t \
 	"the exec updated last_activity_at"
 rec_of() { psql_q "SELECT exit_code, duration_ms >= 0, stdout_bytes, stderr_bytes, sandbox_id = '$A', org_id = '$RT_ORG' FROM execs WHERE cmd LIKE '%$marker%'" 2> /dev/null; }
-wait_until 15 bash -c "[ -n \"\$(PGCONNECT_TIMEOUT=5 psql -X -q -A -t '$(conf_get db_url)' -c \"SELECT 1 FROM execs WHERE cmd LIKE '%$marker%'\")\" ]"
+wait_until 15 bash -c "[ -n \"\$(PGCONNECT_TIMEOUT=5 '$T_PSQL' -X -q -A -t '$(conf_get db_url)' -c \"SELECT 1 FROM execs WHERE cmd LIKE '%$marker%'\")\" ]"
 is "$(rec_of)" "7|t|$((${#marker} + 1))|3|t|t" "a row in execs: command, exit code, duration, stdout/stderr bytes, sandbox, org"
 n1=$(psql_q "SELECT count(*) FROM execs WHERE sandbox_id = '$A'")
 exec_req nginx '{"cmd":"true"}'
-wait_until 15 bash -c "[ \"\$(PGCONNECT_TIMEOUT=5 psql -X -q -A -t '$(conf_get db_url)' -c \"SELECT count(*) FROM execs WHERE sandbox_id = '$A'\")\" -gt $n1 ]"
+wait_until 15 bash -c "[ \"\$(PGCONNECT_TIMEOUT=5 '$T_PSQL' -X -q -A -t '$(conf_get db_url)' -c \"SELECT count(*) FROM execs WHERE sandbox_id = '$A'\")\" -gt $n1 ]"
 ok $? "each exec adds a row"
 
 rt_note_restarts "$RT_MARK"
