@@ -122,19 +122,38 @@ ok $? "the stream that will not be read has begun"
 cmark=$(log_mark)
 tag=cc$RANDOM
 pids=()
+# The 63 commands wait without polling: c1..c4 (one a sandbox) each hold an
+# exclusive flock on /tmp/lk-$tag while their `sleep 601` runs, and the
+# other 59 ask for a shared one after their first line; the test kills the
+# four sleeps. A command that asks after the release passes at once, so no
+# order of events can hang it. (Before, each of the 63 ran a `sleep 0.2`
+# loop: a process start in gVisor is ~20 ms of CPU on a slow 2-core
+# machine, so the loops took ~6 CPU-seconds a second; the file took 166 s
+# to see them all start, and every file beside it waited for the CPU.)
+# started N...: streams cN have printed start-N (one awk for them all: a
+# grep a stream a look was 63 processes every 0.2 s)
+started() {
+	local i f=()
+	for i in "$@"; do f+=("$T/c$i"); done
+	awk 'FNR == 1 { n = FILENAME; sub(/.*\/c/, "", n) }
+		index($0, "start-" n) { seen[n] = 1 }
+		END { for (i = 1; i < ARGC; i++) { n = ARGV[i]; sub(/.*\/c/, "", n); if (!(n in seen)) exit 1 } }' "${f[@]}"
+}
 for i in $(seq 1 63); do
 	sb=${SBS[$((i % 4))]}
-	rt_stream_start "$T/c$i" "/sandboxes/$sb/exec" \
-		"$(rt_json "echo start-$i; while [ ! -e /tmp/go-$tag ]; do sleep 0.2; done; echo end-$i" 300 true)"
+	if [ "$i" -le 4 ]; then
+		cmd="flock /tmp/lk-$tag sh -c 'echo start-$i; sleep 601'; echo end-$i"
+	else
+		cmd="echo start-$i; flock -s /tmp/lk-$tag true; echo end-$i"
+	fi
+	rt_stream_start "$T/c$i" "/sandboxes/$sb/exec" "$(rt_json "$cmd" 300 true)"
 	pids+=("$RT_PID")
+	# the others start once the four hold their locks
+	[ "$i" = 4 ] && { wait_until 60 started 1 2 3 4 || diag "the four lock holders did not all start"; }
 done
-all_started() {
-	local i
-	for i in $(seq 1 63); do rt_has "$T/c$i" "start-$i" || return 1; done
-}
-wait_until 90 all_started
+wait_until 90 started $(seq 1 63)
 ok $? "all 63 other streams run at the same time and deliver their first output"
-for sb in "${SBS[@]}"; do rt_sh "$sb" "touch /tmp/go-$tag" > /dev/null; done
+for sb in "${SBS[@]}"; do rt_sh "$sb" "pkill -f '^sleep 601\$'" > /dev/null; done
 all_gone() {
 	local p
 	for p in "${pids[@]}"; do gone "$p" || return 1; done
