@@ -370,13 +370,25 @@ ch_census() {
 	CH_YOUNG=$(psql_q "SELECT id || ': starting since ' || to_char(created_at, 'HH24:MI:SS') || ' ' || name
 		FROM sandboxes WHERE $cond AND $yq ORDER BY created_at" 2> /dev/null)
 	CH_ORPHANS=""
-	for id in $(ch_node_ids); do
-		# node objects are named by placement; a warm pool member has no
-		# record (one still starting is listed within seconds, or is gone)
-		ch_pooled() { [ -n "$(psql_q "SELECT 1 FROM warm_pool WHERE placement_id = '$1'" 2> /dev/null)" ]; }
-		ch_pooled "$id" && continue
-		rec=$(psql_q "SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE placement_id = '$id'" 2> /dev/null)
-		read -r st rec isyoung <<< "$rec"
+	# node objects are named by placement; a warm pool member has no
+	# record (one still starting is listed within seconds, or is gone)
+	ch_pooled() { [ -n "$(psql_q "SELECT 1 FROM warm_pool WHERE placement_id = '$1'" 2> /dev/null)" ]; }
+	# what the records say of every id the node shows, in one query (two
+	# psql an id before: the census runs a dozen times a file, polled)
+	local ids q="" p pool r
+	local -A recs=()
+	ids=$(ch_node_ids)
+	for id in $ids; do q+="${q:+,}'$id'"; done
+	if [ -n "$q" ]; then
+		while IFS='|' read -r p pool r; do
+			[ -n "$p" ] && recs[$p]="$pool $r"
+		done < <(psql_q "SELECT p, EXISTS (SELECT 1 FROM warm_pool w WHERE w.placement_id = p),
+			coalesce((SELECT status || ' ' || org_id || ' ' || ($yq)::text FROM sandboxes WHERE placement_id = p), '')
+			FROM unnest(ARRAY[$q]::text[]) p" 2> /dev/null)
+	fi
+	for id in $ids; do
+		read -r pool st rec isyoung <<< "${recs[$id]:-f}"
+		[ "$pool" = t ] && continue
 		[ -n "$st" ] || st=none
 		[ "$st" = none ] && wait_until 5 eval 'ch_pooled "$id" || sb_gone "$id"' && continue
 		[ -n "$org" ] && [ -n "$rec" ] && [ "$rec" != "$org" ] && continue
