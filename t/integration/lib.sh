@@ -125,6 +125,7 @@ bail() {
 t_end() {
 	local rc=$?
 	[ $# -gt 0 ] && rc=$1
+	pq_stop
 	rm -rf "$T_TMP"
 	if [ -n "$T_PLANNED" ] && [ "$T_N" != "$T_PLANNED" ]; then
 		diag "planned $T_PLANNED tests but ran $T_N"
@@ -434,10 +435,99 @@ for T_PSQL in /usr/lib/postgresql/*/bin/psql; do :; done
 [ -x "$T_PSQL" ] || T_PSQL=psql
 
 # psql_q SQL: one query in the stack's database; unaligned tuples only.
+# Through the test's own psql session (pq_query) when it answers; else (no
+# session, or it failed the query: an SQL error, a lost connection) a psql
+# of its own, as before, whose output and status are the caller's.
 psql_q() {
+	pq_query "$1" && return 0
 	local url=${SBX_DB_URL:-}
 	[ -n "$url" ] || url=$(conf_get db_url)
 	PGCONNECT_TIMEOUT=10 "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url" -c "$1"
+}
+
+# The test's psql session: one psql reading queries from a FIFO (T_PQ_DIR),
+# started by the test's main shell at its first psql_q (pq_start), used by
+# it and by its subshells one query at a time (flock on T_PQ_DIR/lock). A
+# psql process and a Postgres backend a query cost ~70 ms of CPU on a slow
+# 2-core machine, and a CI run made about two thousand; a query through the
+# session costs a few ms. Each query runs in a transaction of its own, as
+# psql -c runs its string (a failed one leaves nothing), between two lines
+# of a marker no output can hold; psql stops at an error (ON_ERROR_STOP),
+# which ends the session: the query is then run again by a psql of its own
+# (nothing of it was committed), and the main shell starts a new session
+# at its next query. The session is not a job of the test's shell (a bare
+# `wait` would wait for it); t_end stops it.
+T_PQ_DIR="" T_PQ_PID="" T_PQ_W="" T_PQ_R="" T_PQ_GEN=0
+pq_start() {
+	local d url=${SBX_DB_URL:-}
+	[ "$BASHPID" = "$$" ] || return 1
+	[ -n "$url" ] || url=$(conf_get db_url)
+	[ -n "$url" ] || return 1
+	pq_stop
+	T_PQ_GEN=$((T_PQ_GEN + 1))
+	d=$T_TMP/pq.$T_PQ_GEN
+	mkdir -p "$d" && mkfifo "$d/in" "$d/out" || return 1
+	PGCONNECT_TIMEOUT=10 "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url" < "$d/in" > "$d/out" 2>> "$d/err" &
+	T_PQ_PID=$!
+	# not a job (a bare `wait` of the test would wait for it); still this
+	# shell's child, reaped when it ends (an orphan would stay a zombie
+	# that kill -0 finds alive where PID 1 reaps nothing)
+	disown "$T_PQ_PID"
+	exec {T_PQ_W}> "$d/in" {T_PQ_R}< "$d/out"
+	T_PQ_DIR=$d
+}
+# pq_alive: the session's psql runs (not gone, not a zombie).
+pq_alive() {
+	local _p _c st
+	[ -n "$T_PQ_PID" ] && { read -r _p _c st _ < "/proc/$T_PQ_PID/stat"; } 2> /dev/null && [ "$st" != Z ]
+}
+pq_stop() {
+	[ -n "$T_PQ_DIR" ] || return 0
+	[ -n "$T_PQ_PID" ] && kill "$T_PQ_PID" 2> /dev/null
+	exec {T_PQ_W}>&- {T_PQ_R}<&-
+	T_PQ_DIR="" T_PQ_PID="" T_PQ_W="" T_PQ_R=""
+}
+# pq_query SQL: SQL through the session; fails, printing nothing, when there
+# is none or it did not answer the query.
+pq_query() {
+	local lk m line out="" st=1
+	if [ -z "$T_PQ_DIR" ] || ! pq_alive; then
+		pq_start || return 1
+	fi
+	m="__sbx_pq_${BASHPID}_${RANDOM}${RANDOM}__"
+	exec {lk}> "$T_PQ_DIR/lock" || return 1
+	if ! flock -w 60 "$lk"; then exec {lk}>&-; return 1; fi
+	# (SIGPIPE ignored while it writes: a psql that ended since the look
+	# would kill the shell writing to it)
+	trap '' PIPE
+	pq_alive && printf '\\echo %sB\nBEGIN;\n%s\n;\nCOMMIT;\n\\echo %sE\n' "$m" "$1" "$m" >&"$T_PQ_W" 2> /dev/null
+	st=$?
+	trap - PIPE
+	[ $st = 0 ] && st=1 &&
+		while IFS= read -r -t 60 -u "$T_PQ_R" line; do
+			if [ "$line" = "${m}B" ]; then
+				out="" st=2
+			elif [ "$line" = "${m}E" ]; then
+				[ $st = 2 ] && st=0
+				break
+			elif [ $st = 2 ]; then
+				out+=$line$'\n'
+			fi
+		done
+	if [ $st = 0 ]; then
+		# what psql said on stderr meanwhile (notices, warnings), the
+		# caller's (its stderr is appended to the file: emptied here)
+		if [ -s "$T_PQ_DIR/err" ]; then
+			cat "$T_PQ_DIR/err" >&2
+			: > "$T_PQ_DIR/err"
+		fi
+	else
+		# dead, or it did not answer in time: nobody else may use it
+		kill "$T_PQ_PID" 2> /dev/null
+	fi
+	exec {lk}>&-
+	[ $st = 0 ] || return 1
+	printf '%s' "$out"
 }
 
 admin() { "$SBX_ADMIN" -c "$SBX_CONF" "$@"; }
@@ -517,16 +607,25 @@ sbxinit_stop() {
 	wait "$INITPID" 2> /dev/null
 }
 
-# wait_until SECONDS CMD...: polls CMD every 0.2 s; fails after SECONDS.
+# wait_until SECONDS CMD...: polls CMD every 0.2 s, or as long as its last
+# look took when that was longer (at most 1 s): a look that costs processes
+# (psql, runsc, ps) then takes at most half a core while it polls, where
+# back to back it took a whole one from the files beside it on a loaded
+# machine. Fails after SECONDS.
 wait_until() {
-	local secs=$1 deadline
+	local secs=$1 deadline t0 d frac
 	shift
 	deadline=$((SECONDS + secs))
-	until "$@"; do
+	while :; do
+		t0=${EPOCHREALTIME//[!0-9]/}
+		"$@" && return 0
 		[ $SECONDS -lt $deadline ] || return 1
-		sleep 0.2
+		d=$((${EPOCHREALTIME//[!0-9]/} - t0))
+		((d < 200000)) && d=200000
+		((d > 1000000)) && d=1000000
+		printf -v frac '%06d' $((d % 1000000))
+		sleep "$((d / 1000000)).$frac"
 	done
-	return 0
 }
 
 # ---- sandboxes on the stack's node (sandbox-*.t, zz-leftovers.t) --------
@@ -1040,26 +1139,49 @@ for line in open(sys.argv[1]):
 PY
 }
 
-# rt_vmrss PID: resident memory in kB (0 when the process is gone).
-rt_vmrss() { awk '/^VmRSS:/ {print $2; f=1} END {if (!f) print 0}' "/proc/$1/status" 2> /dev/null || echo 0; }
+# rt_vmrss PID: resident memory in kB (0 when the process is gone). Shell
+# builtins only, like the two below (one awk for all the children): a
+# sampler calls them ten times a second while 50 MB go through, and an awk
+# for each of 80 API children was a core's worth of processes.
+rt_vmrss() {
+	local k v _
+	{ while read -r k v _; do
+		[ "$k" = VmRSS: ] && { echo "$v"; return 0; }
+	done < "/proc/$1/status"; } 2> /dev/null
+	echo 0
+}
+
+# rt_api_status: the status files of the API's children ("" when none).
+rt_api_status() {
+	local m p
+	read -r m < "$(conf_get api_pidfile)" 2> /dev/null || return 0
+	for p in $(ps -o pid= --ppid "$m"); do [ -r "/proc/$p/status" ] && echo "/proc/$p/status"; done
+}
 
 # rt_api_rss: the sum of VmRSS (kB) of the API's children.
 rt_api_rss() {
-	local m p s=0
-	m=$(cat "$(conf_get api_pidfile)" 2> /dev/null) || { echo 0; return; }
-	for p in $(ps -o pid= --ppid "$m"); do s=$((s + $(rt_vmrss "$p"))); done
-	echo "$s"
+	local f
+	f=$(rt_api_status)
+	[ -n "$f" ] || { echo 0; return; }
+	rt_rss_awk 's += v' 's' $f
 }
 
 # rt_api_rss_max: the largest VmRSS (kB) of one API child.
 rt_api_rss_max() {
-	local m p v x=0
-	m=$(cat "$(conf_get api_pidfile)" 2> /dev/null) || { echo 0; return; }
-	for p in $(ps -o pid= --ppid "$m"); do
-		v=$(rt_vmrss "$p")
-		[ "$v" -gt "$x" ] && x=$v
-	done
-	echo "$x"
+	local f
+	f=$(rt_api_status)
+	[ -n "$f" ] || { echo 0; return; }
+	rt_rss_awk 'if (v > x) x = v' 'x' $f
+}
+
+# rt_rss_awk STATEMENT RESULT FILE...: one awk over the status files, v the
+# VmRSS of each; a file gone since the listing (a child that exited) is
+# skipped (getline), where naming it to awk would end awk.
+rt_rss_awk() {
+	local st=$1 res=$2
+	shift 2
+	awk "BEGIN { for (i = 1; i < ARGC; i++) { f = ARGV[i]; while ((getline l < f) > 0)
+		if (l ~ /^VmRSS:/) { split(l, a, /[ \t]+/); v = a[2] + 0; $st } close(f) } print $res + 0 }" "$@"
 }
 
 # rt_fcgi_stream URI BODY [HEADER...]: one POST straight to sbx-api's
