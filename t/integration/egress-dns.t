@@ -23,7 +23,7 @@ QLOG=$T_TMP/queries.log
 echo '{"api.egress.test": ["198.51.100.20"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
 nsenter --net="/run/netns/$EPUB" -- python3 "$SBX_REPO/t/integration/dnsserver.py" 192.0.2.10 53 "$ZONE" "$QLOG" > /dev/null 2>&1 &
 EG_PIDS+=($!)
-wait_until 5 bash -c "nsenter --net=/run/netns/$EPUB -- ss -lunH | grep -q '192.0.2.10:53 '"
+wait_until 30 bash -c "nsenter --net=/run/netns/$EPUB -- ss -lunH | grep -q '192.0.2.10:53 '"
 ok $? "the test's DNS server answers on 192.0.2.10:53"
 eg_use_world; r=$?; ok $r "the node agent runs its network in the test uplink $EUP, resolver 192.0.2.10"; [ $r = 0 ] || bail "the node agent did not come up in the test uplink"
 eg_org it-egress-dns

@@ -69,7 +69,7 @@ eg_world() {
 	nsenter --net="/run/netns/$EUP" -- socat TCP-LISTEN:8080,reuseaddr,fork SYSTEM:"echo node \$SOCAT_SOCKADDR >> $EG_LOG; echo node" \
 		> /dev/null 2>&1 &
 	EG_PIDS+=($!)
-	wait_until 5 bash -c "nsenter --net=/run/netns/$EPUB -- ss -ltnH | grep -q ':8081 ' && nsenter --net=/run/netns/$EUP -- ss -ltnH | grep -q ':8080 '"
+	wait_until 30 bash -c "nsenter --net=/run/netns/$EPUB -- ss -ltnH | grep -q ':8081 ' && nsenter --net=/run/netns/$EUP -- ss -ltnH | grep -q ':8080 '"
 }
 
 

@@ -599,7 +599,7 @@ sbxinit_start() {
 	env -i "${envv[@]}" "$INIT" --channel "$SOCK" --procs-dir "$T_TMP/procs" 2> "$T_TMP/init.log" &
 	INITPID=$!
 	t_on_exit sbxinit_stop
-	wait_until 5 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T_TMP/init.log")"
+	wait_until 30 test -S "$SOCK" || bail "sbx-init did not create $SOCK: $(cat "$T_TMP/init.log")"
 }
 sbxinit_stop() {
 	kill_bgpids
