@@ -237,6 +237,10 @@ require_stack() {
 	[ -f "$SBX_CONF" ] || bail "no config at $SBX_CONF"
 	command -v curl > /dev/null || bail "curl is missing"
 	command -v jq > /dev/null || bail "jq is missing"
+	# the psql session now, in the main shell: most psql_q run in a $(...)
+	# subshell, which cannot start it (one CI run: 335 queries through it,
+	# 901 psql of their own)
+	pq_start 2> /dev/null || true
 }
 
 # amqp_up URL: something answers on URL's host:port.
@@ -608,10 +612,10 @@ sbxinit_stop() {
 }
 
 # wait_until SECONDS CMD...: polls CMD every 0.2 s, or as long as its last
-# look took when that was longer (at most 1 s): a look that costs processes
-# (psql, runsc, ps) then takes at most half a core while it polls, where
-# back to back it took a whole one from the files beside it on a loaded
-# machine. Fails after SECONDS.
+# look took when that was longer (at most 0.5 s): a look that costs
+# processes (psql, runsc, ps) then takes at most half a core while it polls,
+# where back to back it took a whole one from the files beside it on a
+# loaded machine. Fails after SECONDS.
 wait_until() {
 	local secs=$1 deadline t0 d frac
 	shift
@@ -622,7 +626,7 @@ wait_until() {
 		[ $SECONDS -lt $deadline ] || return 1
 		d=$((${EPOCHREALTIME//[!0-9]/} - t0))
 		((d < 200000)) && d=200000
-		((d > 1000000)) && d=1000000
+		((d > 500000)) && d=500000
 		printf -v frac '%06d' $((d % 1000000))
 		sleep "$((d / 1000000)).$frac"
 	done
