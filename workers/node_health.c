@@ -102,27 +102,18 @@ static pid_t init_cont(struct node *n, const char *id)
  * - ping-skip: that sandbox is not pinged (nor sent SIGCONT): a test that
  *   stops sbx-init on purpose keeps it stopped until it says so. A liveness
  *   pass between the stop and the test's next step resumed it, by chance on
- *   a loaded machine (relay-restart.t e, CI 2026-12-04). */
-static bool fault_armed(const struct node *n, const char *name, const char *sandbox_id)
-{
-	char path[700];
-
-	if (!n->sc.fault_points || !n->sc.state_dir || !*n->sc.state_dir)
-		return false;
-	snprintf(path, sizeof(path), "%s/faults/%s.%s.armed", n->sc.state_dir, name, sandbox_id);
-	return access(path, F_OK) == 0;
-}
-
+ *   a loaded machine (relay-restart.t e, CI 2026-12-04).
+ * (fault_armed, sandbox.c, reads them.) */
 static void check_init(struct node *n, struct sb *s)
 {
 	const char *why = "sbx-init stopped answering";
 	int h;
 	long long cpu, now;
 
-	if (fault_armed(n, "ping-skip", s->sandbox_id))
+	if (fault_armed(n->sc.fault_points, n->sc.state_dir, "ping-skip", s->sandbox_id))
 		return;
 	h = relay_ping(n->relay, s->id);
-	if (h != 0 && fault_armed(n, "ping-deaf", s->sandbox_id))
+	if (h != 0 && fault_armed(n->sc.fault_points, n->sc.state_dir, "ping-deaf", s->sandbox_id))
 		h = 0;
 
 	if (h != 0) {

@@ -541,16 +541,26 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen;
  * destroy-begin (a destroy process, before it takes anything down); the
  * provisioner's provision-ready is in provisioner.c. */
+bool fault_armed(bool on, const char *state_dir, const char *point, const char *id)
+{
+	char path[700];
+
+	if (!on || !state_dir || !*state_dir)
+		return false;
+	if (id)
+		snprintf(path, sizeof(path), "%s/faults/%s.%s.armed", state_dir, point, id);
+	else
+		snprintf(path, sizeof(path), "%s/faults/%s.armed", state_dir, point);
+	return access(path, F_OK) == 0;
+}
+
 void fault_point(bool on, const char *state_dir, const char *point, const char *id)
 {
 	char path[700], pid[24];
 	cleanup_close int fd = -1;
 	int n;
 
-	if (!on || !state_dir || !*state_dir)
-		return;
-	snprintf(path, sizeof(path), "%s/faults/%s.armed", state_dir, point);
-	if (access(path, F_OK) < 0)
+	if (!fault_armed(on, state_dir, point, NULL))
 		return;
 	snprintf(path, sizeof(path), "%s/faults/%s.%s.pid", state_dir, point, id);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);

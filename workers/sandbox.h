@@ -125,6 +125,10 @@ void sandbox_fault_point(const struct sandbox_node_cfg *c, const char *point, co
 /* The same for a process without a node's config (the provisioner): on is
  * the setting fault_points, state_dir the setting state_dir. */
 void fault_point(bool on, const char *state_dir, const char *point, const char *id);
+/* Is the fault point armed: state_dir/faults/POINT.armed, or with ID
+ * state_dir/faults/POINT.ID.armed (a point armed for one sandbox)? Always
+ * false with fault_points off. */
+bool fault_armed(bool on, const char *state_dir, const char *point, const char *id);
 /* Memory pause (pause.c): sbx-init closes its channel (gVisor cannot save a
  * socket bound to the host), runsc checkpoints the container into
  * checkpoint/ in its directory and the container is removed; disk, mounts
