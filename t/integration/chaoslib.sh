@@ -330,11 +330,9 @@ ch_node_ids() {
 		sb_runsc list -quiet 2> /dev/null
 		for f in "$d"*; do [ -e "$f" ] && echo "${f#"$d"}"; done
 		awk -v p="$d" 'index($5, p) == 1 { s = substr($5, length(p) + 1); sub(/\/.*/, "", s); print s }' /proc/self/mountinfo
-		for f in /sys/block/loop*/loop/backing_file; do
-			[ -r "$f" ] || continue
-			b=$(cat "$f" 2> /dev/null)
+		while read -r _ b; do
 			[[ $b == "$d"* ]] && { b=${b#"$d"}; echo "${b%%/*}"; }
-		done
+		done < <(sb_loops)
 		# not another stack's, nor the net-*.t files' own (t/net/net-lib.sh
 		# tid: 7e57..., made by netctl while a second stack runs chaos:
 		# CI at 4e2fbaa counted one as an orphan); zz-leftovers, which runs

@@ -115,10 +115,9 @@ KIDS=$(children "$M2")
 out=$("$SCRIPT" stop 2>&1)
 rc=$?
 # (gone within seconds, as the restart's old master above)
-none_left() { local p; for p in "$M2" $KIDS; do alive "$p" && return 1; done; return 0; }
-wait_until 10 none_left
-left=""
-for p in "$M2" $KIDS; do alive "$p" && left="$left $p"; done
+left_of_it() { local p l=""; for p in "$M2" $KIDS; do alive "$p" && l+=" $p"; done; echo "$l"; }
+wait_until 10 eval '[ -z "$(left_of_it)" ]'
+left=$(left_of_it)
 [ $rc -eq 0 ] && [ -z "$left" ]
 ok $? "stop: rc $rc, no process of it left (master $M2, children $(echo $KIDS))${left:+; left:$left}"
 [ ! -e "$PIDFILE" ] && in_log "drained"

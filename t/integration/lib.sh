@@ -717,27 +717,36 @@ sb_exec() {
 	return "${PIPESTATUS[0]}"
 }
 
-# sb_loops_of PATH: loop devices whose backing file is under PATH.
-sb_loops_of() {
+# sb_loops: every loop device in use, "DEVICE BACKING_FILE" a line (shell
+# builtins only: sb_leftovers reads it at each look wait_until makes).
+sb_loops() {
 	local f b
 	for f in /sys/block/loop*/loop/backing_file; do
-		[ -r "$f" ] || continue
-		b=$(cat "$f" 2> /dev/null)
-		[[ $b == "$1"* ]] && echo "${f#/sys/block/}" | cut -d/ -f1
+		[ -r "$f" ] && { read -r b < "$f"; } 2> /dev/null || continue
+		f=${f#/sys/block/}
+		echo "${f%%/*} $b"
 	done
+}
+
+# sb_loops_of PATH: loop devices whose backing file is under PATH.
+sb_loops_of() {
+	local l b
+	while read -r l b; do [[ $b == "$1"* ]] && echo "$l"; done < <(sb_loops)
 }
 
 # sb_mounts_of PATH: mount points under PATH (mountinfo's 5th field).
 sb_mounts_of() { awk -v p="$1" 'index($5, p) == 1 {print $5}' /proc/self/mountinfo; }
 
 # sb_procs_of ID: runsc processes (sentry, gofer, runsc itself) of ID.
-sb_procs_of() {
-	local id=$(sb_place "$1") all line
-	all=$(ps -eo pid=,args=)
+sb_procs_of() { sb_procs_in "$(sb_place "$1")" "$(ps -eo pid=,args=)"; }
+# sb_procs_in PLACE LISTING: the pids of PLACE's runsc processes in LISTING
+# (`ps -eo pid=,args=`), for a caller that reads ps once for many ids.
+sb_procs_in() {
+	local line
 	while IFS= read -r line; do
 		[[ $line == *runsc* ]] || continue
-		[[ $line == *"$SB_STATE/sandboxes/$id"* || $line == *" $id" ]] && echo "${line%% runsc*}"
-	done <<< "$all"
+		[[ $line == *"$SB_STATE/sandboxes/$1"* || $line == *" $1" ]] && echo "${line%% runsc*}"
+	done <<< "$2"
 }
 
 # sb_up CMD...: CMD where the stack's node keeps its sandboxes' network (the
@@ -772,7 +781,7 @@ sb_foreign() {
 # waited 110 s on 16 ids on a loaded 2-core machine).
 sb_leftovers() {
 	[ $# -gt 0 ] || return 0
-	local id p out="" nft runl mnts loops="" links procs f b q="" pl
+	local id p out="" nft runl mnts loops links procs q=""
 	local -A place=()
 	for id in "$@"; do [[ $id =~ ^[0-9a-f]{24}$ ]] && q+="${q:+,}'$id'"; done
 	if [ -n "$q" ]; then
@@ -782,30 +791,21 @@ sb_leftovers() {
 	fi
 	nft=$(sb_up nft list table inet sbx 2> /dev/null)
 	runl=$'\n'$(sb_runsc list -quiet 2> /dev/null)$'\n'
-	mnts=$'\n'$(awk '{print $5}' /proc/self/mountinfo)
-	for f in /sys/block/loop*/loop/backing_file; do
-		[ -r "$f" ] && read -r b < "$f" 2> /dev/null && loops+=$'\n'$b
-	done
+	mnts=$'\n'$(sb_mounts_of "$SB_STATE/sandboxes/")
+	loops=$(sb_loops)
 	links=$'\n'$(sb_up ip -o link show 2> /dev/null)
 	procs=$(ps -eo pid=,args=)
 	for id in "$@"; do
 		p=${place[$id]:-$id}
 		[[ $runl == *$'\n'"$p"$'\n'* ]] && out+=" runsc:$id"
 		[[ $mnts == *$'\n'"$SB_STATE/sandboxes/$p"* ]] && out+=" mount:$id"
-		[[ $loops == *$'\n'"$SB_STATE/sandboxes/$p/"* ]] && out+=" loop:$id"
+		[[ $loops == *" $SB_STATE/sandboxes/$p/"* ]] && out+=" loop:$id"
 		[ -e "/run/netns/sbx-$p" ] && out+=" netns:$id"
 		[[ $links =~ $'\n'[0-9]+:\ sbxh${p:0:9}[@:] ]] && out+=" veth:$id"
 		[[ $nft == *"$p"* || $nft == *"sbxh${p:0:9}"* ]] && out+=" nft:$id"
 		[ -e "$SB_STATE/sandboxes/$p" ] && out+=" dir:$id"
 		compgen -G "/sys/fs/cgroup/*/sbx/$p" > /dev/null && out+=" cgroup:$id"
-		# sb_procs_of's test: a runsc process naming its dir or the id
-		while IFS= read -r pl; do
-			[[ $pl == *runsc* ]] || continue
-			if [[ $pl == *"$SB_STATE/sandboxes/$p"* || $pl == *" $p" ]]; then
-				out+=" procs:$id"
-				break
-			fi
-		done <<< "$procs"
+		[ -n "$(sb_procs_in "$p" "$procs")" ] && out+=" procs:$id"
 	done
 	echo "${out# }"
 }
@@ -1163,24 +1163,16 @@ rt_api_status() {
 }
 
 # rt_api_rss: the sum of VmRSS (kB) of the API's children.
-rt_api_rss() {
-	local f
-	f=$(rt_api_status)
-	[ -n "$f" ] || { echo 0; return; }
-	rt_rss_awk 's += v' 's' $f
-}
+# shellcheck disable=SC2046 # one status file a word
+rt_api_rss() { rt_rss_awk 's += v' 's' $(rt_api_status); }
 
 # rt_api_rss_max: the largest VmRSS (kB) of one API child.
-rt_api_rss_max() {
-	local f
-	f=$(rt_api_status)
-	[ -n "$f" ] || { echo 0; return; }
-	rt_rss_awk 'if (v > x) x = v' 'x' $f
-}
+# shellcheck disable=SC2046
+rt_api_rss_max() { rt_rss_awk 'if (v > x) x = v' 'x' $(rt_api_status); }
 
 # rt_rss_awk STATEMENT RESULT FILE...: one awk over the status files, v the
-# VmRSS of each; a file gone since the listing (a child that exited) is
-# skipped (getline), where naming it to awk would end awk.
+# VmRSS of each (no file: 0); a file gone since the listing (a child that
+# exited) is skipped (getline), where naming it to awk would end awk.
 rt_rss_awk() {
 	local st=$1 res=$2
 	shift 2
