@@ -1,7 +1,8 @@
-/* The execs rows, off the node agent's loop (execlog.h). One INSERT in
- * flight at a time on a non-blocking libpq connection of our own; the queue
- * is bounded (a Postgres that is down for long loses the oldest records,
- * counted in the log, rather than the node's memory). */
+/* The execs rows and last_activity_at updates, off the node agent's loop
+ * (execlog.h). One statement in flight at a time on a non-blocking libpq
+ * connection of our own, in the order they were queued; the queue is
+ * bounded (a Postgres that is down for long loses the oldest rows, counted
+ * in the log, rather than the node's memory). */
 #include "config.h"
 #include <stdbool.h>
 #include <stdlib.h>
@@ -22,9 +23,13 @@ static const char insert_sql[] =
 	"SELECT $1, s.id, s.org_id, $3, $4::int, $5::int, $6::boolean, $7::bigint, $8::bigint, "
 	"$9::bigint, to_timestamp($10::double precision / 1000), nullif($11, ''), $12::boolean, $13 "
 	"FROM sandboxes s WHERE s.id = $2";
+static const char touch_sql[] = "UPDATE sandboxes SET last_activity_at = now() WHERE id = $1";
 
 struct xrow {
 	struct xrow *next;
+	const char *sql; /* insert_sql or touch_sql */
+	int n;		 /* its parameters */
+	int sid;	 /* the one that names the sandbox (for the log) */
 	char *v[EXECLOG_NPARAMS];
 };
 
@@ -66,7 +71,7 @@ static void pop(struct execlog *l)
 	row_free(x);
 }
 
-void execlog_add(struct execlog *l, const char *const params[EXECLOG_NPARAMS])
+static void add_row(struct execlog *l, const char *sql, int n, int sid, const char *const *params)
 {
 	struct xrow *x;
 
@@ -88,7 +93,10 @@ void execlog_add(struct execlog *l, const char *const params[EXECLOG_NPARAMS])
 	x = calloc(1, sizeof(*x));
 	if (!x)
 		return;
-	for (int i = 0; i < EXECLOG_NPARAMS; i++)
+	x->sql = sql;
+	x->n = n;
+	x->sid = sid;
+	for (int i = 0; i < n; i++)
 		if (params[i] && !(x->v[i] = strdup(params[i]))) {
 			row_free(x);
 			return;
@@ -99,6 +107,18 @@ void execlog_add(struct execlog *l, const char *const params[EXECLOG_NPARAMS])
 		l->head = x;
 	l->tail = x;
 	l->n++;
+}
+
+void execlog_add(struct execlog *l, const char *const params[EXECLOG_NPARAMS])
+{
+	add_row(l, insert_sql, EXECLOG_NPARAMS, 1, params);
+}
+
+void execlog_touch(struct execlog *l, const char *sandbox_id)
+{
+	const char *const v[1] = { sandbox_id };
+
+	add_row(l, touch_sql, 1, 0, v);
 }
 
 static void drop_conn(struct execlog *l, const char *why)
@@ -146,14 +166,14 @@ long execlog_pump(struct execlog *l)
 				break;
 			}
 			if (PQresultStatus(res) != PGRES_COMMAND_OK)
-				log_warnx("exec records: sandbox %s: %s", l->head->v[1] ? l->head->v[1] : "?",
-					  PQresultErrorMessage(res));
+				log_warnx("%s: sandbox %s: %s", l->head->sql == touch_sql ? "last_activity_at" : "exec records",
+					  l->head->v[l->head->sid] ? l->head->v[l->head->sid] : "?", PQresultErrorMessage(res));
 			PQclear(res);
 		}
 	}
 	if (!l->busy && l->head) {
-		if (!PQsendQueryParams(l->c, insert_sql, EXECLOG_NPARAMS, NULL, (const char *const *)l->head->v, NULL,
-				       NULL, 0)) {
+		if (!PQsendQueryParams(l->c, l->head->sql, l->head->n, NULL, (const char *const *)l->head->v, NULL, NULL,
+				       0)) {
 			drop_conn(l, "sending");
 			return RETRY_MS;
 		}

@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include "cleanup.h"
 #include "clock.h"
+#include "execlog.h"
 #include "frame.h"
 #include "id.h"
 #include "json.h"
@@ -45,6 +46,10 @@ static void touch_activity(struct relay *r, struct chan *c, const char *sid)
 	if (c->last_touch && now - c->last_touch < ACTIVITY_MS)
 		return;
 	c->last_touch = now;
+	if (r->xlog) {
+		execlog_touch(r->xlog, sid);
+		return;
+	}
 	if (sbx_sandbox_touch(r->db, sid, &err) < 0)
 		log_warnx("sandbox %s: last_activity_at: %s", sid, err.msg);
 }
