@@ -123,7 +123,7 @@ ch_wait_dead() {
 	for p in "$@"; do
 		while ch_alive "$p"; do
 			[ $SECONDS -lt $deadline ] || return 1
-			sleep 0.1
+			t_nap 0.1
 		done
 	done
 }
@@ -134,7 +134,7 @@ ch_wait_gone() {
 	local deadline=$((SECONDS + $1))
 	while [ -d "/proc/$2" ]; do
 		[ $SECONDS -lt $deadline ] || return 1
-		sleep 0.1
+		t_nap 0.1
 	done
 }
 
@@ -171,7 +171,7 @@ ch_kill() {
 		deadline=$((SECONDS + 3))
 		until pid=$(ch_api_busy | shuf -n1) && [ -n "$pid" ]; do
 			[ $SECONDS -lt $deadline ] || break
-			sleep 0.05
+			t_nap 0.05
 		done
 		if [ -n "$pid" ]; then
 			CH_KILLED="sbx-api child $pid (serving a request)"

@@ -35,6 +35,19 @@ export SBX_STACK_DIR SBX_BUILD SBX_CONF SBX_URL SBX_CACERT SBX_API_SOCKET SBX_KE
 MODES=${SBX_TEST_MODES:-nginx fcgi}
 FCGI_EXTRA=()
 T_TMP=$(mktemp -d "${TMPDIR:-/tmp}/sbx-it.XXXXXX")
+# t_nap SECS: sleeps SECS (fractions too) without a process: a read with a
+# timeout on a FIFO nobody writes, open in this shell (its subshells and
+# jobs share it). A `sleep` is a process start and end, which costs a
+# 2-core machine under a paravirtualised hypervisor ~10 ms of CPU (fork,
+# exec and the teardown of its address space), and the polls of a run sleep
+# thousands of times.
+T_NAP_FD=""
+mkfifo "$T_TMP/nap.fifo" && exec {T_NAP_FD}<> "$T_TMP/nap.fifo"
+t_nap() {
+	[ -n "$T_NAP_FD" ] || { sleep "$1"; return 0; }
+	read -r -t "$1" -u "$T_NAP_FD" _
+	return 0
+}
 T_PLANNED=""
 T_N=0
 T_FAILED=0
@@ -326,25 +339,26 @@ req() {
 	REQ_LINE="$mode $method $path"
 	STATUS=000 BODY="" HDRS=""
 	local out=$T_TMP/out hfile=$T_TMP/hdrs rc
-	rm -f "$out" "$hfile"
+	: > "$out"
+	: > "$hfile"
 	local -a args=()
 	if [ "$mode" = nginx ]; then
 		for h in "${hs[@]}"; do args+=(-H "$h"); done
+		# an inline body goes through a file the shell writes itself (a
+		# `printf | curl` pipeline forked a shell for printf)
 		if [ $has_body = 1 ]; then
-			if [[ $body == @* ]]; then args+=(--data-binary "$body"); else args+=(--data-binary "@-"); fi
+			if [[ $body != @* ]]; then
+				printf '%s' "$body" > "$T_TMP/body.$BASHPID"
+				body=@$T_TMP/body.$BASHPID
+			fi
+			args+=(--data-binary "$body")
 		fi
 		# --path-as-is: `..` and `//` reach nginx raw, as an attacker sends them.
-		local -a cmd=(curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60
-			-X "$method" -D "$hfile" -o "$out" "${args[@]}" "$SBX_URL$path")
-		# the body on stdin only when it is inline (no pipe to start otherwise)
-		if [ $has_body = 1 ] && [[ $body != @* ]]; then
-			printf '%s' "$body" | "${cmd[@]}" 2> "$T_TMP/err"
-		else
-			"${cmd[@]}" 2> "$T_TMP/err" < /dev/null
-		fi
+		curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 -X "$method" -D "$hfile" -o "$out" \
+			"${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err" < /dev/null
 		rc=$?
 		[ -s "$hfile" ] && req_head "$hfile"
-		[ -f "$out" ] && BODY=$(< "$out")
+		[ -s "$out" ] && BODY=$(< "$out")
 		[ $rc = 0 ] || REQ_ERR="curl exit $rc: $(< "$T_TMP/err")"
 	elif [ "$mode" = fcgi ]; then
 		for h in "${hs[@]}"; do args+=(-H "$h"); done
@@ -415,11 +429,13 @@ hdr() {
 	return 1
 }
 
-# j FILTER: jq on the last body ("" when the body is not JSON).
-j() { printf '%s' "$BODY" | jq -r "$@" 2> /dev/null; }
+# j FILTER: jq on the last body ("" when the body is not JSON). A here
+# string, not `printf | jq`: a pipeline forks a shell for printf, a third
+# process for every call besides the substitution's and jq.
+j() { jq -r "$@" <<< "$BODY" 2> /dev/null; }
 
 # is_json: the last body is one JSON value.
-is_json() { printf '%s' "$BODY" | jq -e . > /dev/null 2>&1; }
+is_json() { jq -e . <<< "$BODY" > /dev/null 2>&1; }
 
 # error_shape MSG_REGEX DESC: the body is the error envelope {"message": ...}
 # with a message matching MSG_REGEX, and the response is JSON.
@@ -628,7 +644,7 @@ wait_until() {
 		((d < 200000)) && d=200000
 		((d > 500000)) && d=500000
 		printf -v frac '%06d' $((d % 1000000))
-		sleep "$((d / 1000000)).$frac"
+		t_nap "$((d / 1000000)).$frac"
 	done
 }
 
@@ -698,7 +714,7 @@ sb_thawing() {
 	local places=$1 p w rc
 	shift
 	for p in $places; do sb_thaw_place "$p"; done
-	(while sleep 0.5; do for p in $places; do sb_thaw_place "$p"; done; done) > /dev/null 2>&1 &
+	(while t_nap 0.5; do for p in $places; do sb_thaw_place "$p"; done; done) > /dev/null 2>&1 &
 	w=$!
 	"$@"
 	rc=$?
