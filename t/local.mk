@@ -20,6 +20,7 @@ SBX_UNIT_TESTS = \
 	t/unit/nomad_job_test \
 	t/unit/nomad_net_test \
 	t/unit/docker_test \
+	t/unit/runsc_ids_test \
 	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
@@ -38,6 +39,9 @@ t_unit_nomad_net_test_LDADD = $(SBX_NODE_LIBS)
 # dockerd on a unix socket.
 t_unit_docker_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 t_unit_docker_test_LDADD = $(SBX_NODE_LIBS)
+# runsc's containers under the node's --root, read from its files (libsbxnode)
+t_unit_runsc_ids_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+t_unit_runsc_ids_test_LDADD = $(SBX_NODE_LIBS)
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

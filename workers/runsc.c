@@ -148,19 +148,15 @@ pid_t runsc_read_pidfile(const struct sandbox_paths *p)
 	return (pid_t)atoi(buf);
 }
 
-/* Containers runsc knows under our --root (ids only). */
-int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
+/* `runsc list -quiet`: what runsc itself says it knows under our --root. */
+static int runsc_list_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
 {
 	struct sandbox_paths p;
 	const char *argv[16];
 	cleanup_host_out struct host_out o = { 0 };
 	char *save = NULL, *tok;
 
-	*ids = NULL;
-	*n = 0;
 	snprintf(p.runsc_root, sizeof(p.runsc_root), "%s/runsc", c->state_dir);
-	if (access(p.runsc_root, F_OK) < 0)
-		return 0;
 	runsc_argv(c, &p, argv, SBX_ARRAY_LEN(argv), NULL, 0, "list", "-quiet", NULL);
 	if (host_run_ok("runsc list", argv, &tool_opts, &o, err) < 0)
 		return -1;
@@ -172,6 +168,80 @@ int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err 
 		(*ids)[(*n)++] = strdup(tok);
 	}
 	return 0;
+}
+
+/* Is name one of runsc's files of a container's record
+ * ("<container>_sandbox:<sandbox>.state" or ".lock") or a sandbox's control
+ * socket ("runsc-<sandbox>.sock")? *cont gets the container's id of a
+ * .state file (what `runsc list` lists), else "". */
+static bool runsc_root_file(const char *name, char *cont, size_t contsz)
+{
+	const char *sb = strstr(name, "_sandbox:");
+	size_t l = strlen(name);
+
+	cont[0] = 0;
+	if (sb && sb > name && (size_t)(sb - name) < contsz) {
+		if (l > 6 && !strcmp(name + l - 6, ".state")) {
+			memcpy(cont, name, (size_t)(sb - name));
+			cont[sb - name] = 0;
+			return true;
+		}
+		return l > 5 && !strcmp(name + l - 5, ".lock");
+	}
+	return !strncmp(name, "runsc-", 6) && l > 11 && !strcmp(name + l - 5, ".sock");
+}
+
+/* Containers runsc knows under our --root (ids only): the names of its
+ * state files, which are what `runsc list` reads, found without starting
+ * runsc (the orphan pass asks every reaper_interval: a runsc process each
+ * time, ~50 ms of CPU and the node agent's loop waiting for it). Anything
+ * else in the root (another runsc's layout) and runsc list decides. */
+int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
+{
+	char root[600], cont[256];
+	DIR *d;
+	struct dirent *e;
+	bool other = false;
+
+	*ids = NULL;
+	*n = 0;
+	snprintf(root, sizeof(root), "%s/runsc", c->state_dir);
+	d = opendir(root);
+	if (!d) {
+		if (errno == ENOENT)
+			return 0;
+		return sbx_err_sys(err, "sandbox", "list %s", root);
+	}
+	while ((e = readdir(d))) {
+		char **nv;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (!runsc_root_file(e->d_name, cont, sizeof(cont))) {
+			other = true;
+			break;
+		}
+		if (!cont[0])
+			continue;
+		nv = realloc(*ids, (*n + 1) * sizeof(char *));
+		if (nv)
+			*ids = nv;
+		if (!nv || !(nv[*n] = strdup(cont))) {
+			closedir(d);
+			host_strv_free(*ids, *n);
+			*ids = NULL;
+			*n = 0;
+			return sbx_err_set(err, 500, "sandbox", "out of memory");
+		}
+		(*n)++;
+	}
+	closedir(d);
+	if (!other)
+		return 0;
+	host_strv_free(*ids, *n);
+	*ids = NULL;
+	*n = 0;
+	return runsc_list_ids(c, ids, n, err);
 }
 
 /* Does runsc's root hold a state file of container id? runsc keeps one
