@@ -96,6 +96,7 @@ void node_reply(struct node *n, const char *reply_to, const char *corr, json_t *
 /* what the outbox may hold: 64 streams with their whole credit window
  * (4 MiB, src/api/h_exec.c) out */
 #define OUTBOX_MAX ((size_t)256 << 20)
+#define GUARD_MS 10000 /* iptables FORWARD guard: at most this often */
 
 static int op_spawn(struct node *n, enum op_kind kind, const char *id, const struct sandbox_spec *spec,
 		    const sbx_mq_msg *m, const char *reason, bool pool, int volume_gb)
@@ -812,10 +813,14 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			settle_snapshots(n, n->next_orphans == 0);
 			node_disk_pass(n);
 			egress_node_sync(n->egress, n->node_id);
-			{
+			/* iptables' FORWARD policy (a Docker engine started later):
+			 * an iptables process or more each time, so at most every
+			 * GUARD_MS even when passes come faster */
+			if (now >= n->next_guard) {
 				sbx_err gerr = SBX_ERR_INIT;
 				if (egress_forward_guard(&n->net, &gerr) < 0)
 					log_warnx("%s", gerr.msg);
+				n->next_guard = now + GUARD_MS;
 			}
 			n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
 		}

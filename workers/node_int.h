@@ -93,7 +93,7 @@ struct node {
 	struct sb sbs[MAX_SANDBOXES];
 	struct op *ops;
 	char init_path[512];
-	long long next_liveness, next_orphans;
+	long long next_liveness, next_orphans, next_guard;
 	int sigfd;
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
