@@ -104,11 +104,19 @@ sleep 300 &
 hold=$!
 kill_hold() { kill "$hold" 2> /dev/null; return 0; }
 t_on_exit rt_kill_bg sb_cleanup kill_hold
+# The holder goes into the cpu hierarchy only (cgroup v1): a teardown kills
+# the tasks of the first of pids, freezer, memory it finds (runsc.c
+# cgroup_tasks), so a holder in the memory cgroup was killed by the first
+# orphan pass after the destroy (every 2 s here), and whether that came
+# before the two points below was a race (lost in run 3 of a 5-run
+# repeat, 2026-12-04). In the cpu cgroup it holds until the test kills it,
+# whatever the passes do. Under cgroup v2 there is one hierarchy, which
+# teardown kills from: there the points below hold only until the next pass.
 moved=0
-for f in /sys/fs/cgroup/cpu/sbx/$PC/cgroup.procs /sys/fs/cgroup/memory/sbx/$PC/cgroup.procs /sys/fs/cgroup/sbx/$PC/cgroup.procs; do
-	[ -w "$f" ] && echo "$hold" > "$f" && moved=$((moved + 1))
+for f in /sys/fs/cgroup/cpu/sbx/$PC/cgroup.procs /sys/fs/cgroup/sbx/$PC/cgroup.procs; do
+	[ -w "$f" ] && echo "$hold" > "$f" && moved=$((moved + 1)) && break
 done
-ok "[ $moved -gt 0 ]" "a host process is in the sandbox's cgroup ($moved controllers)"
+ok "[ $moved -gt 0 ]" "a host process is in the sandbox's cgroup"
 req nginx DELETE "/sandboxes/$C"
 is "$STATUS" 204 "the destroy answers 204"
 gone_rec() { req nginx GET "/sandboxes/$C"; [ "$(j .data.status)" = destroyed ]; }
