@@ -45,7 +45,8 @@ static const char *ids_of(const struct sandbox_node_cfg *c)
 		snprintf(out, sizeof(out), "error: %s", err.msg);
 		return out;
 	}
-	qsort(ids, n, sizeof(*ids), cmp);
+	if (n)
+		qsort(ids, n, sizeof(*ids), cmp);
 	for (size_t i = 0; i < n; i++)
 		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s%s", i ? " " : "", ids[i]);
 	host_strv_free(ids, n);
