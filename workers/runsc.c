@@ -252,22 +252,19 @@ int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err 
  * (~0.1 s of CPU with a thousand), twice per destroy. */
 static int state_file_of(const struct sandbox_node_cfg *c, const char *id)
 {
-	char root[600], prefix[64];
+	char root[600], cont[256];
 	DIR *d;
 	struct dirent *e;
 	int found = -1;
-	size_t pl;
 
 	snprintf(root, sizeof(root), "%s/runsc", c->state_dir);
-	pl = (size_t)snprintf(prefix, sizeof(prefix), "%s_sandbox:", id);
 	d = opendir(root);
 	if (!d)
 		return -1;
 	while ((e = readdir(d))) {
-		size_t l = strlen(e->d_name);
-		if (l < 6 || strcmp(e->d_name + l - 6, ".state"))
+		if (!runsc_root_file(e->d_name, cont, sizeof(cont)) || !cont[0])
 			continue;
-		if (!strncmp(e->d_name, prefix, pl)) {
+		if (!strcmp(cont, id)) {
 			found = 1;
 			break;
 		}
