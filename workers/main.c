@@ -20,9 +20,10 @@
 #define PROG "sbx-worker"
 
 static const struct sbx_role worker_roles[] = {
-	{ "provisioner", "worker_provisioners", provisioner_run },
-	{ "node", "worker_nodes", node_run },
-	{ "reaper", "worker_reapers", reaper_run },
+	{ .name = "provisioner", .count_setting = "worker_provisioners", .run = provisioner_run },
+	/* the node agent leaves its warm pool to its successor on a reload (pool.c) */
+	{ .name = "node", .count_setting = "worker_nodes", .run = node_run, .hands_over = true },
+	{ .name = "reaper", .count_setting = "worker_reapers", .run = reaper_run },
 };
 
 static void usage(FILE *f)

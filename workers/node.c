@@ -678,7 +678,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	sbx_err err = SBX_ERR_INIT;
 	long retry_ms = WORKER_RETRY_MIN_MS;
 	long long mq_retry_at = 0;
-	bool mq_up = false, pool_dropped = false;
+	bool mq_up = false, pool_dropped = false, left = false;
 
 	(void)ctx;
 	memset(n, 0, sizeof(*n));
@@ -776,11 +776,15 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
 	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
-	while (!sbx_child_stop || n->ops || !pool_dropped) {
-		if (sbx_child_stop && !pool_dropped) {
-			/* warm members are never handed over across lives (the next
-			 * one removes them): they go now, so that a stopped node
-			 * leaves none running */
+	/* the members a node agent replaced by a reload left for us, before
+	 * the first orphan pass would remove them as leftovers */
+	pool_adopt(n);
+	/* A stop ends the warm pool's members, so that a stopped node leaves
+	 * none running; a reload's (sbx_child_replaced) leaves them to the
+	 * successor instead (pool.c). A drain after a reload's stop began
+	 * clears sbx_child_replaced: they go then. */
+	while (!sbx_child_stop || n->ops || (!pool_dropped && !sbx_child_replaced)) {
+		if (sbx_child_stop && !pool_dropped && !sbx_child_replaced) {
 			pool_dropped = true;
 			for (int i = 0; i < MAX_SANDBOXES; i++)
 				if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && !node_op_find(n, n->sbs[i].id))
@@ -880,6 +884,10 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			sbx_mq_msg_free(&m);
 		}
 	}
+	/* no message is taken any more: what waits in the pool now was handed
+	 * to nobody */
+	if (sbx_child_replaced && !pool_dropped && pool_hand_over(n) > 0)
+		left = true;
 	relay_free(n->relay);
 	sbx_outbox_close(n->ob, 2000); /* the last answers go out first */
 	stats_free(n);
@@ -889,6 +897,6 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	mq_unwatch(n);
 	sbx_mq_close(n->mq);
 	sbx_db_close(&n->db);
-	log_info("node agent #%d stopped", index);
-	return 0;
+	log_info("node agent #%d stopped%s", index, left ? " (its warm pool left to the next one)" : "");
+	return left ? SBX_EXIT_HANDED_OVER : 0;
 }

@@ -176,8 +176,16 @@ void pool_started(struct node *n, struct sb *s, bool ok, const char *msg);
 /* A member is going away (destroyed, dead): its row goes. */
 void pool_forget(struct node *n, struct sb *s);
 /* At the agent's start: rows of our previous life go (its members are
- * leftovers the orphan pass removes). */
+ * leftovers the orphan pass removes), but for the members taken over. */
 void pool_reset(struct node *n);
+/* A reload replaces this agent (sbx_child_replaced): the members waiting
+ * are left running for the successor, each marked as handed over. The
+ * number left. */
+int pool_hand_over(struct node *n);
+/* At the agent's start, before its first orphan pass: the members its
+ * predecessor handed over (marked, listed, no record, alive, made here)
+ * are this agent's members from now on. */
+void pool_adopt(struct node *n);
 
 /* node_health.c */
 /* The record of sandbox_id (a sandbox id, not a placement; "": a pool

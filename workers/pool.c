@@ -15,16 +15,31 @@
  * - Members are listed in the warm_pool table (sql/007_placement.sql) for
  *   operators and leftover checks; a member that is stale (its template
  *   was updated, the settings changed), dead, or beyond the pool's size is
- *   destroyed. After an agent restart its old members are leftovers with
- *   no record: the orphan pass removes them.
+ *   destroyed.
+ * - A reload replaces the node agent (SIGHUP: daemon.c restarts its
+ *   children with the new config). Its waiting members are handed over,
+ *   not thrown away: the agent marks each (HANDOVER in its directory) and
+ *   exits SBX_EXIT_HANDED_OVER, and its successor takes over the marked
+ *   ones that are still listed, pointed at by no record, alive and made
+ *   as this node makes them now (pool_adopt; stale ones go as usual).
+ *   The marks are written only once the agent takes no more messages, so
+ *   a member handed to a create is never marked, and a mark is consumed
+ *   when read. Booting the pool again at every reload cost a sandbox
+ *   start per member (~1.2 s of CPU each, doc/testing.md).
+ * - After any other end of an agent (a crash, kill -9) its members are
+ *   leftovers with no record and no mark: the orphan pass removes them. A
+ *   drain (SIGTERM) destroys them, and a successor the master starts in a
+ *   drain destroys what was handed to it.
  * - A member is frozen once idle like any sandbox (idle.c: its sentry costs
  *   no CPU while it waits) and thawed at its hand-over. */
 #include "config.h"
 #include <dirent.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "cleanup.h"
 #include "clock.h"
 #include "daemon.h"
 #include "id.h"
@@ -34,6 +49,7 @@
 #include "node_int.h"
 
 #define POOL_SCAN_MS 250      /* how often the pool looks for what to refill */
+#define HANDOVER "pool-handover" /* in a member's directory: left for the next agent */
 #define POOL_BACKOFF_MS 10000 /* after a member failed to start */
 
 static long long next_scan;
@@ -162,15 +178,145 @@ void pool_forget(struct node *n, struct sb *s)
 		log_warnx("warm pool: placement %s: %s (the next agent start removes the row)", s->id, err.msg);
 }
 
+/* The rows of this node but for our members': {id,...} of those. */
+static char *members_array(struct node *n)
+{
+	char *a = malloc((size_t)MAX_SANDBOXES * (SBX_ID_LEN + 1) + 3);
+	size_t l = 0;
+
+	if (!a)
+		return NULL;
+	a[l++] = '{';
+	for (int i = 0; i < MAX_SANDBOXES; i++)
+		if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && sbx_id_valid(n->sbs[i].id))
+			l += (size_t)sprintf(a + l, "%s%s", l > 1 ? "," : "", n->sbs[i].id);
+	a[l++] = '}';
+	a[l] = 0;
+	return a;
+}
+
 void pool_reset(struct node *n)
 {
 	sbx_err err = SBX_ERR_INIT;
+	cleanup_free char *keep = members_array(n);
 
-	if (sbx_db_query(&n->db, NULL, &err, "DELETE FROM warm_pool WHERE node_id = $1", 1, n->node_id) < 0) {
-		log_warnx("warm pool: %s (retried)", err.msg);
+	if (!keep || sbx_db_query(&n->db, NULL, &err,
+				  "DELETE FROM warm_pool WHERE node_id = $1 AND placement_id <> ALL($2::bpchar[])", 2,
+				  n->node_id, keep) < 0) {
+		log_warnx("warm pool: %s (retried)", keep ? err.msg : "out of memory");
 		return;
 	}
 	reset_done = true;
+}
+
+int pool_hand_over(struct node *n)
+{
+	int left = 0;
+
+	for (int i = 0; i < MAX_SANDBOXES; i++) {
+		struct sb *s = &n->sbs[i];
+		struct sandbox_paths p;
+		char path[600];
+		int fd;
+
+		if (s->st != SB_POOL || !s->pool)
+			continue;
+		sandbox_paths(&n->sc, s->id, &p);
+		snprintf(path, sizeof(path), "%s/" HANDOVER, p.dir);
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+		if (fd < 0) {
+			log_warn("warm pool: marking placement %s for the next node agent", s->id);
+			continue; /* unmarked, the next agent's orphan pass removes it */
+		}
+		close(fd);
+		left++;
+	}
+	if (left)
+		log_info("warm pool: %d member%s left running for the next node agent", left, left == 1 ? "" : "s");
+	return left;
+}
+
+/* Placement id as its predecessor made it, as this node makes members now
+ * (its template's digest in *version). */
+static bool made_as_member(struct node *n, const char *id, const char *tmpl, int cpu, int mem, int disk,
+			   char *version, size_t vsz)
+{
+	struct sandbox_paths p;
+	char path[600];
+	json_t *j;
+	const char *digest, *up, *t, *now_up = n->net.uplink_netns ? n->net.uplink_netns : "";
+	bool ok;
+
+	sandbox_paths(&n->sc, id, &p);
+	snprintf(path, sizeof(path), "%s/sandbox.json", p.dir);
+	j = json_load_file(path, 0, NULL);
+	if (!j)
+		return false;
+	t = json_string_value(json_object_get(j, "template"));
+	digest = json_string_value(json_object_get(j, "template_digest"));
+	up = json_string_value(json_object_get(j, "uplink_netns"));
+	/* a member has no env and no image of a snapshot; its network lives
+	 * where this agent makes networks (net_uplink_netns) */
+	ok = t && !strcmp(t, tmpl) && digest && !strncmp(digest, "sha256:", 7) && up && !strcmp(up, now_up) &&
+	     json_integer_value(json_object_get(j, "cpu")) == cpu &&
+	     json_integer_value(json_object_get(j, "memory_mb")) == mem &&
+	     json_integer_value(json_object_get(j, "disk_gb")) == disk && !json_object_get(j, "image") &&
+	     json_array_size(json_object_get(j, "env")) == 0;
+	if (ok)
+		snprintf(version, vsz, "%s", digest + 7);
+	json_decref(j);
+	return ok;
+}
+
+void pool_adopt(struct node *n)
+{
+	cleanup_pgres PGresult *r = NULL;
+	sbx_err err = SBX_ERR_INIT;
+	int kept = 0;
+
+	if (sbx_db_query(&n->db, &r, &err,
+			 "SELECT w.placement_id, w.template, w.cpu, w.memory_mb, w.disk_gb FROM warm_pool w "
+			 "WHERE w.node_id = $1 AND NOT EXISTS (SELECT 1 FROM sandboxes s WHERE s.placement_id = w.placement_id)",
+			 1, n->node_id) < 0) {
+		/* nothing taken over: the orphan pass removes them */
+		log_warnx("warm pool: taking over the members left: %s", err.msg);
+		return;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		const char *id = PQgetvalue(r, i, 0), *tmpl = PQgetvalue(r, i, 1);
+		int cpu = atoi(PQgetvalue(r, i, 2)), mem = atoi(PQgetvalue(r, i, 3)), disk = atoi(PQgetvalue(r, i, 4));
+		struct sandbox_paths p;
+		char path[600], version[128], why[256];
+		struct sb *s;
+
+		if (!sbx_id_valid(id) || !template_name_ok(tmpl) || sb_find(n, id))
+			continue;
+		/* only what a predecessor marked at its replaced stop, once */
+		sandbox_paths(&n->sc, id, &p);
+		snprintf(path, sizeof(path), "%s/" HANDOVER, p.dir);
+		if (unlink(path) < 0)
+			continue;
+		if (!made_as_member(n, id, tmpl, cpu, mem, disk, version, sizeof(version))) {
+			log_info("warm pool: placement %s: not made as this node makes members now; removed", id);
+			continue;
+		}
+		if (sandbox_alive(&n->sc, id, why, sizeof(why)) != 1) {
+			log_info("warm pool: placement %s: %s; removed", id, why[0] ? why : "not alive");
+			continue;
+		}
+		s = sb_add(n, id, SB_POOL, mem, disk);
+		if (!s)
+			continue;
+		s->pool = true;
+		s->cpu = cpu;
+		snprintf(s->template, sizeof(s->template), "%s", tmpl);
+		snprintf(s->tmpl_version, sizeof(s->tmpl_version), "%s", version);
+		idle_ready(s, true);
+		kept++;
+	}
+	if (PQntuples(r))
+		log_info("warm pool: %d member%s taken over from the node agent before", kept, kept == 1 ? "" : "s");
+	pool_reset(n); /* the other rows go; their placements are the orphan pass's */
 }
 
 void pool_started(struct node *n, struct sb *s, bool ok, const char *msg)

@@ -131,7 +131,9 @@ int main(int argc, char **argv)
 	sbx_err err = SBX_ERR_INIT;
 	const char *pidfile;
 	int rc;
-	static const struct sbx_role roles[] = { { "child", "api_children", child_run } };
+	static const struct sbx_role roles[] = {
+		{ .name = "child", .count_setting = "api_children", .run = child_run },
+	};
 	struct sbx_super sup = { .prog = "sbx-api", .who = SBX_FOR_API, .roles = roles, .nroles = 1 };
 	static const struct option opts[] = {
 		{ "config", required_argument, NULL, 'c' }, { "check-config", no_argument, NULL, 'C' },

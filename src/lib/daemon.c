@@ -18,6 +18,7 @@
 #include "log.h"
 
 volatile sig_atomic_t sbx_child_stop;
+volatile sig_atomic_t sbx_child_replaced;
 
 long sbx_pidfile_read(const char *path)
 {
@@ -140,6 +141,14 @@ static void on_signal(int sig)
 static void on_child_stop(int sig)
 {
 	(void)sig;
+	sbx_child_replaced = 0; /* a drain ends what a reload would have handed over */
+	sbx_child_stop = 1;
+}
+
+static void on_child_replace(int sig)
+{
+	(void)sig;
+	sbx_child_replaced = 1;
 	sbx_child_stop = 1;
 }
 
@@ -153,6 +162,8 @@ void sbx_child_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = on_child_replace;
+	sigaction(SIGUSR1, &sa, NULL);
 	sa.sa_handler = SIG_DFL;
 	sigaction(SIGCHLD, &sa, NULL);
 	sigaction(SIGALRM, &sa, NULL);
@@ -175,6 +186,8 @@ struct slot {
 	long long restart_at_ms; /* 0: not waiting */
 	long delay_ms;
 	bool retire;  /* asked to go away (reload, shrink): do not count as a crash */
+	bool takeover; /* its last child exited SBX_EXIT_HANDED_OVER: the next one
+	                * must run, even in a drain (sbx_role.hands_over) */
 };
 
 static int count_for(const struct sbx_role *r, const sbx_config *cfg)
@@ -182,7 +195,9 @@ static int count_for(const struct sbx_role *r, const sbx_config *cfg)
 	return r->count_setting ? (int)sbx_cfg_int(cfg, r->count_setting) : 1;
 }
 
-static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot *sl)
+/* stopping: the child starts with sbx_child_stop set (a successor started
+ * in a drain only to take over what its predecessor left, and end it). */
+static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot *sl, bool stopping)
 {
 	const struct sbx_role *r = &s->roles[sl->role];
 	pid_t pid = fork();
@@ -200,6 +215,8 @@ static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot
 	if (pid == 0) {
 		char prog[64];
 		sbx_child_signals();
+		if (stopping)
+			sbx_child_stop = 1;
 		snprintf(prog, sizeof(prog), "%s-%s", s->prog, r->name);
 		sbx_log_init(prog, sbx_cfg_str(cfg, "log_file"), sbx_cfg_str(cfg, "log_level"));
 		_exit(r->run(cfg, sl->index, s->ctx));
@@ -208,7 +225,9 @@ static pid_t spawn(const struct sbx_super *s, const sbx_config *cfg, struct slot
 	sl->started_ms = sbx_now_ms();
 	sl->restart_at_ms = 0;
 	sl->retire = false;
-	log_info("started %s #%d (pid %d)", r->name, sl->index, (int)pid);
+	sl->takeover = false;
+	log_info("started %s #%d (pid %d)%s", r->name, sl->index, (int)pid,
+		 stopping ? ", stopping at once: it takes over what its predecessor left, and ends it" : "");
 	return pid;
 }
 
@@ -250,7 +269,7 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 		for (int i = 0; i < count_for(&s->roles[r], cfg) && nslots < MAX_SLOTS; i++) {
 			slots[nslots] = (struct slot){ .role = r, .index = i,
 						       .delay_ms = sbx_cfg_int(cfg, "worker_restart_min_ms") };
-			spawn(s, cfg, &slots[nslots]);
+			spawn(s, cfg, &slots[nslots], false);
 			nslots++;
 		}
 
@@ -268,6 +287,17 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 					if (sl->pid != pid)
 						continue;
 					sl->pid = 0;
+					if (WIFEXITED(st) && WEXITSTATUS(st) == SBX_EXIT_HANDED_OVER &&
+					    s->roles[sl->role].hands_over && sl->index >= 0) {
+						/* its successor takes over what it left: at once,
+						 * whatever asked it to go (a drain too) */
+						log_info("%s #%d (pid %d) exited, leaving work to its successor",
+							 s->roles[sl->role].name, sl->index, (int)pid);
+						sl->takeover = true;
+						sl->restart_at_ms = now;
+						sl->delay_ms = sbx_cfg_int(cfg, "worker_restart_min_ms");
+						break;
+					}
 					if (draining || sl->retire) {
 						log_info("%s #%d (pid %d) exited", s->roles[sl->role].name, sl->index,
 							 (int)pid);
@@ -341,7 +371,7 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 					}
 					if (sl->pid > 0) {
 						sl->retire = true;
-						kill(sl->pid, SIGTERM);
+						kill(sl->pid, s->roles[sl->role].hands_over ? SIGUSR1 : SIGTERM);
 					}
 				}
 				/* grow */
@@ -353,7 +383,7 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 					for (int i = have; i < count_for(&s->roles[r], cfg) && nslots < MAX_SLOTS; i++) {
 						slots[nslots] = (struct slot){ .role = r, .index = i,
 									       .delay_ms = sbx_cfg_int(cfg, "worker_restart_min_ms") };
-						spawn(s, cfg, &slots[nslots]);
+						spawn(s, cfg, &slots[nslots], false);
 						nslots++;
 						n++;
 					}
@@ -376,10 +406,16 @@ int sbx_super_run(const struct sbx_super *s, sbx_config *cfg)
 				alive++;
 				continue;
 			}
+			if (draining && sl->takeover) {
+				spawn(s, cfg, sl, true);
+				if (sl->pid > 0)
+					alive++;
+				continue;
+			}
 			if (draining || sl->index < 0)
 				continue;
 			if (sl->restart_at_ms && sl->restart_at_ms <= now)
-				spawn(s, cfg, sl);
+				spawn(s, cfg, sl, false);
 			if (sl->pid > 0)
 				alive++;
 			else if (sl->restart_at_ms && (!next_wake || sl->restart_at_ms < next_wake))

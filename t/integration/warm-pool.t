@@ -11,6 +11,13 @@
 #    files) and no two creates ever get the same placement;
 #  - destroy leaves nothing of it (independent listing), and the pool lives;
 #  - a member whose sentry dies is removed and replaced (never handed out);
+#  - a reload (SIGHUP) hands the waiting members to the next node agent:
+#    the same placements stay members, none is started or removed, a create
+#    is handed one and it works; a sandbox handed out before the reload is
+#    no member again;
+#  - a drain that comes after a node agent left its members to a successor
+#    (the master stopped in between: deterministic) leaves none running: the
+#    master starts that successor anyway, stopping, and it removes them;
 #  - a node agent killed with -9: the members of its life are removed by
 #    the next one, which fills a pool of its own.
 . "$(dirname "$0")/lib.sh"
@@ -127,6 +134,75 @@ is "$(sb_leftovers "$DEAD")" "" "the dead member is removed from the node"
 ok "! in_list '$DEAD' '$(pool)'" "and from the pool listing"
 wait_until 120 pool_full
 ok $? "a new member replaces it"
+
+# ---- a reload hands the members to the next node agent -------------------
+wait_until 120 pool_full
+sb_create nginx '{"name":"it-warm-before-hup"}'
+H1=$SB_ID
+HP=$(sb_place "$H1")
+is "$STATUS $(j .data.status)" "201 ready" "a create before the reload: 201 ready"
+wait_until 120 pool_full
+old=$(pool)
+ok "! in_list '$HP' '$old'" "its placement $HP is no member"
+node=$(worker_pid node)
+mark=$(log_mark)
+ok "kill -HUP '$(worker_master)'" "SIGHUP to the worker's master (a reload, settings unchanged)"
+new_node() { local p; p=$(worker_pid node) && [ "$p" != "$node" ] && node_consuming_since "$mark"; }
+wait_until 60 new_node
+ok $? "a new node agent runs and consumes (pid $(worker_pid node), was $node)"
+is "$(log_since "$mark" | grep -c 'warm pool: [0-9]* members\? left running for the next node agent')" 1 \
+	"the old agent left its members running for the next one"
+like "$(log_since "$mark" | grep 'taken over from the node agent before')" "warm pool: $SIZE members taken over" \
+	"the new agent took all $SIZE over"
+is "$(pool)" "$old" "the pool lists the same placements"
+is "$(log_since "$mark" | grep -c 'warm pool: starting placement\|warm pool: removing placement')" 0 \
+	"no member was started or removed for the reload"
+is "$(for p in $old; do sb_runsc_state "$p"; done | sort -u | tr '\n' ' ')" "running " "the members still run"
+is "$(for p in $old; do [ -e "$SB_STATE/sandboxes/$p/pool-handover" ] && echo "$p"; done)" "" \
+	"the hand-over marks are consumed"
+ok "! in_list '$HP' '$(pool)'" "the sandbox handed out before the reload is no member now"
+is "$(rt_sh "$H1" 'echo still mine')" "still mine" "and it still answers its own record's exec"
+sb_create nginx '{"name":"it-warm-after-hup","env":{"AFTER":"hup"}}'
+A1=$SB_ID
+is "$STATUS $(j .data.status)" "201 ready" "a create after the reload: 201 ready"
+ok "in_list '$(sb_place "$A1")' '$old'" "it was handed a member taken over"
+is "$(rt_sh "$A1" 'printf "%s" "$AFTER"')" hup "exec works in it, with the create's env"
+for id in "$H1" "$A1"; do req nginx DELETE "/sandboxes/$id" > /dev/null; done
+wait_until 30 sb_gone "$H1" "$A1"
+is "$(sb_leftovers "$H1" "$A1")" "" "both destroyed: nothing of them is left"
+
+# ---- a drain after the members were left to a successor ------------------
+# The master is stopped while the node agent hands over (SIGUSR1 is what a
+# reload sends it), so the drain comes before any successor ran.
+wait_until 120 pool_full
+old=$(pool)
+master=$(worker_master)
+node=$(worker_pid node)
+mark=$(log_mark)
+# never left stopped, whatever happens below (before the other clean-ups)
+wp_cont() { [ -z "${master:-}" ] || kill -CONT "$master" 2> /dev/null || true; }
+t_on_exit wp_cont rt_kill_bg sb_cleanup
+ok "[ -n '$master' ] && [ -n '$node' ] && kill -STOP '$master'" "the worker's master is stopped (SIGSTOP)"
+ok "kill -USR1 '$node'" "the node agent is told a reload replaces it (SIGUSR1)"
+wait_until 60 dead "$node"
+ok $? "it exits"
+is "$(for p in $old; do [ -e "$SB_STATE/sandboxes/$p/pool-handover" ] && echo "$p"; done | sort | tr '\n' ' ')" \
+	"$(sort <<< "$old" | tr '\n' ' ')" "it marked every member as left for its successor"
+kill -TERM "$master"
+kill -CONT "$master"
+wait_until 90 dead "$master"
+ok $? "SIGTERM (a drain), then SIGCONT: the master drains and exits"
+dead "$master" && master="" # its pid may name another process later
+like "$(log_since "$mark" | grep 'started node #0')" 'stopping at once' \
+	"the master started a successor in the drain, stopping at once"
+old_gone() { local p; for p in $old; do sb_gone "$p" || return 1; done; }
+wait_until 30 old_gone
+is "$(for p in $old; do sb_leftovers "$p"; done | tr -s ' \n' ' ' | sed 's/ $//')" "" \
+	"the members it was left are removed: nothing of them runs (independent listing)"
+is "$(psql_q "SELECT count(*) FROM warm_pool")" 0 "and none is listed"
+ok "sbx_worker_start > '$T_TMP/worker-start.log' 2>&1" "the worker starts again"
+wait_until 120 pool_full
+ok $? "and fills a pool"
 
 # ---- a killed node agent's members do not outlive it --------------------
 old=$(pool)
