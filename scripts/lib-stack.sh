@@ -2,6 +2,18 @@
 # scripts that run with `set -euo pipefail`; not meant for interactive shells
 # (those source scripts/stack-env instead).
 
+# Debian's programs first: what the stack and its tests run is what
+# install-deps installed. A machine whose PATH begins with a version
+# manager's shims (pyenv: each `python3` a bash script and a dozen more
+# processes, ~0.5 s of CPU on a loaded 2-vCPU machine against ~50 ms for
+# /usr/bin/python3) or its own builds of docker or postgres would otherwise
+# run those; whatever only they have is still found after these.
+case $PATH in
+/usr/sbin:/usr/bin:/sbin:/bin | /usr/sbin:/usr/bin:/sbin:/bin:*) ;;
+*) PATH=/usr/sbin:/usr/bin:/sbin:/bin:$PATH ;;
+esac
+export PATH
+
 SBX_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 : "${SBX_STACK_DIR:=$SBX_REPO/.stack}"
 : "${SBX_BUILD:=$SBX_REPO/build}"

@@ -237,35 +237,43 @@ int pool_hand_over(struct node *n)
 }
 
 /* Placement id as its predecessor made it, as this node makes members now
- * (its template's digest in *version). */
+ * (its template's digest in *version); why not in why. */
 static bool made_as_member(struct node *n, const char *id, const char *tmpl, int cpu, int mem, int disk,
-			   char *version, size_t vsz)
+			   char *version, size_t vsz, char *why, size_t whysz)
 {
 	struct sandbox_paths p;
 	char path[600];
 	json_t *j;
 	const char *digest, *up, *t, *now_up = n->net.uplink_netns ? n->net.uplink_netns : "";
-	bool ok;
 
 	sandbox_paths(&n->sc, id, &p);
 	snprintf(path, sizeof(path), "%s/sandbox.json", p.dir);
 	j = json_load_file(path, 0, NULL);
-	if (!j)
+	if (!j) {
+		snprintf(why, whysz, "no sandbox.json");
 		return false;
+	}
 	t = json_string_value(json_object_get(j, "template"));
 	digest = json_string_value(json_object_get(j, "template_digest"));
 	up = json_string_value(json_object_get(j, "uplink_netns"));
 	/* a member has no env and no image of a snapshot; its network lives
 	 * where this agent makes networks (net_uplink_netns) */
-	ok = t && !strcmp(t, tmpl) && digest && !strncmp(digest, "sha256:", 7) && up && !strcmp(up, now_up) &&
-	     json_integer_value(json_object_get(j, "cpu")) == cpu &&
-	     json_integer_value(json_object_get(j, "memory_mb")) == mem &&
-	     json_integer_value(json_object_get(j, "disk_gb")) == disk && !json_object_get(j, "image") &&
-	     json_array_size(json_object_get(j, "env")) == 0;
-	if (ok)
+	if (!t || strcmp(t, tmpl) || !digest || strncmp(digest, "sha256:", 7))
+		snprintf(why, whysz, "its template is not %s's", tmpl);
+	else if (!up || strcmp(up, now_up))
+		snprintf(why, whysz, "its network is in uplink '%s', this node's is '%s' now", up ? up : "?", now_up);
+	else if (json_integer_value(json_object_get(j, "cpu")) != cpu ||
+		 json_integer_value(json_object_get(j, "memory_mb")) != mem ||
+		 json_integer_value(json_object_get(j, "disk_gb")) != disk)
+		snprintf(why, whysz, "its specs are not the ones listed");
+	else if (json_object_get(j, "image") || json_array_size(json_object_get(j, "env")))
+		snprintf(why, whysz, "it has an image or an environment of its own");
+	else
+		why[0] = 0;
+	if (!why[0])
 		snprintf(version, vsz, "%s", digest + 7);
 	json_decref(j);
-	return ok;
+	return !why[0];
 }
 
 void pool_adopt(struct node *n)
@@ -296,8 +304,8 @@ void pool_adopt(struct node *n)
 		snprintf(path, sizeof(path), "%s/" HANDOVER, p.dir);
 		if (unlink(path) < 0)
 			continue;
-		if (!made_as_member(n, id, tmpl, cpu, mem, disk, version, sizeof(version))) {
-			log_info("warm pool: placement %s: not made as this node makes members now; removed", id);
+		if (!made_as_member(n, id, tmpl, cpu, mem, disk, version, sizeof(version), why, sizeof(why))) {
+			log_info("warm pool: placement %s: not made as this node makes members now (%s); removed", id, why);
 			continue;
 		}
 		if (sandbox_alive(&n->sc, id, why, sizeof(why)) != 1) {
