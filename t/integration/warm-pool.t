@@ -2,7 +2,9 @@
 # test: any stack, heavy
 # The warm pool (issue 10, workers/pool.c): the node keeps warm_pool_size
 # sandboxes of each template started ahead with the default specs, listed
-# in the warm_pool table; no record points at them.
+# in the warm_pool table; no record points at them. On a stack without a
+# pool (scripts/test's extra stacks) it sets warm_pool_size = 2 for its
+# length (SIGHUP), and takes it away again at the end.
 #  - a create that matches (default template and specs) is handed a member:
 #    its record points at a placement that existed before the create, and
 #    that member leaves the pool; the pool refills;
@@ -27,11 +29,44 @@ rt_begin
 rt_setup it-warm
 
 TMPL=debian-12
+pool() { psql_q "SELECT placement_id FROM warm_pool WHERE template = '$TMPL' ORDER BY placement_id"; }
+
+# The worker's master is never left stopped (the drain below), and a pool
+# size this file set is taken away again, its members gone, whatever happens.
+wp_cont() { [ -z "${master:-}" ] || kill -CONT "$master" 2> /dev/null || true; }
+wp_restore() {
+	local left p mark
+	[ "${CONF_TOUCHED:-0}" = 1 ] || return 0
+	left=$(pool)
+	mark=$(log_mark)
+	conf_unmark "$CONF_MARK"
+	sed -i "s/^$WP_OFF//" "$SBX_CONF"
+	CONF_TOUCHED=0
+	kill -HUP "$(worker_master)" 2> /dev/null
+	wait_until 30 node_agent_ready_since "$mark"
+	wp_left_gone() { for p in $left; do sb_gone "$p" || return 1; done; }
+	wait_until 60 wp_left_gone
+}
+# (a setting given twice is refused: the stack's own line is commented out
+# for the file's length, as egresslib.sh does with net_uplink_netns)
+WP_OFF="#warm-pool-test-off# "
+CONF_MARK="# added by t/integration/warm-pool.t (removed by its clean-up)"
+CONF_TOUCHED=0
+t_on_exit wp_cont rt_kill_bg sb_cleanup wp_restore
+
 SIZE=$(conf_get warm_pool_size)
 : "${SIZE:=2}"
-[ "$SIZE" -ge 2 ] || { echo "1..0 # SKIP warm_pool_size is $SIZE (needs 2)"; exit 0; }
+if [ "$SIZE" -lt 2 ]; then
+	# scripts/test's extra stacks run without a pool (SBX_WARM_POOL_SIZE=0)
+	mark=$(log_mark)
+	sed -i "s/^\([[:space:]]*warm_pool_size[[:space:]]*=\)/$WP_OFF\1/" "$SBX_CONF"
+	printf '%s\nwarm_pool_size = 2\n' "$CONF_MARK" >> "$SBX_CONF"
+	CONF_TOUCHED=1
+	kill -HUP "$(worker_master)"
+	wait_until 60 node_agent_ready_since "$mark" || bail "warm_pool_size = 2: the node agent did not come back"
+	SIZE=2
+fi
 
-pool() { psql_q "SELECT placement_id FROM warm_pool WHERE template = '$TMPL' ORDER BY placement_id"; }
 pool_n() { psql_q "SELECT count(*) FROM warm_pool WHERE template = '$TMPL'"; }
 pool_full() { [ "$(pool_n)" -ge "$SIZE" ]; }
 in_list() { [[ $'\n'$2$'\n' == *$'\n'$1$'\n'* ]]; }
@@ -179,9 +214,6 @@ old=$(pool)
 master=$(worker_master)
 node=$(worker_pid node)
 mark=$(log_mark)
-# never left stopped, whatever happens below (before the other clean-ups)
-wp_cont() { [ -z "${master:-}" ] || kill -CONT "$master" 2> /dev/null || true; }
-t_on_exit wp_cont rt_kill_bg sb_cleanup
 ok "[ -n '$master' ] && [ -n '$node' ] && kill -STOP '$master'" "the worker's master is stopped (SIGSTOP)"
 ok "kill -USR1 '$node'" "the node agent is told a reload replaces it (SIGUSR1)"
 wait_until 60 dead "$node"
