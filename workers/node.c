@@ -776,19 +776,13 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->xlog = execlog_new(sbx_cfg_str(cfg, "db_url"));
 	relay_set_execlog(n->relay, n->xlog);
 	n->next_orphans = 0; /* first pass at once: a crash may have left things */
-	/* the members a node agent replaced by a reload left for us, before
-	 * the first orphan pass would remove them as leftovers */
-	pool_adopt(n);
-	/* A stop ends the warm pool's members, so that a stopped node leaves
-	 * none running; a reload's (sbx_child_replaced) leaves them to the
-	 * successor instead (pool.c). A drain after a reload's stop began
-	 * clears sbx_child_replaced: they go then. */
+	pool_adopt(n); /* before the first orphan pass would remove them */
+	/* A stop ends the warm pool's members; a reload's (sbx_child_replaced)
+	 * leaves them to the successor (pool.c), unless a drain clears it. */
 	while (!sbx_child_stop || n->ops || (!pool_dropped && !sbx_child_replaced)) {
 		if (sbx_child_stop && !pool_dropped && !sbx_child_replaced) {
 			pool_dropped = true;
-			for (int i = 0; i < MAX_SANDBOXES; i++)
-				if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && !node_op_find(n, n->sbs[i].id))
-					destroy_local(n, n->sbs[i].id, NULL, "the node agent stops");
+			pool_drop_all(n);
 			if (!n->ops)
 				break; /* nothing to wait for: no extra turn of the loop */
 		}

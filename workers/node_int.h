@@ -178,6 +178,9 @@ void pool_forget(struct node *n, struct sb *s);
 /* At the agent's start: rows of our previous life go (its members are
  * leftovers the orphan pass removes), but for the members taken over. */
 void pool_reset(struct node *n);
+/* The agent stops: every member not in an op goes (a stopped node leaves
+ * none running). */
+void pool_drop_all(struct node *n);
 /* A reload replaces this agent (sbx_child_replaced): the members waiting
  * are left running for the successor, each marked as handed over. The
  * number left. */

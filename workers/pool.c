@@ -209,6 +209,13 @@ void pool_reset(struct node *n)
 	reset_done = true;
 }
 
+void pool_drop_all(struct node *n)
+{
+	for (int i = 0; i < MAX_SANDBOXES; i++)
+		if (n->sbs[i].st != SB_FREE && n->sbs[i].pool && !node_op_find(n, n->sbs[i].id))
+			destroy_local(n, n->sbs[i].id, NULL, "the node agent stops");
+}
+
 int pool_hand_over(struct node *n)
 {
 	int left = 0;
