@@ -166,7 +166,7 @@ crash() {
 			"the create was answered without waiting for the RPC deadline (${answered} s)"
 	else
 	# The master restarts what was killed.
-	wait_until 15 eval '[ -n "$(worker_pid '"$role"')" ] && [ "$(worker_pid '"$role"')" != '"$old"' ]'
+	wait_until 15 eval '[ -n "$(worker_pid '"$role"')" ] && [ "$(worker_pid '"$role"')" != "'"$old"'" ]'
 	new=$(worker_pid "$role")
 	ok "[ -n '$new' ] && [ '$new' != '$old' ]" "the master restarted the $role (pid $old -> ${new:-none})"
 	like "$(log_since "$mark" | grep -F "sbx-worker[$m]" | grep -F "(pid $old)" | head -n1)" \
@@ -295,7 +295,8 @@ held_create() {
 		-o "$T_TMP/body.$tag" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/code.$tag" 2> /dev/null &
 	cpid=$!
 	wait_until $((RPC_TIMEOUT - 4)) compgen -G "$SB_STATE/faults/$point.*.pid" > /dev/null
-	ok $? "a provisioner stopped at the $point point"
+	ok $? "a provisioner stopped at the $point point" ||
+		diag "the create so far: $(cat "$T_TMP/code.$tag" 2> /dev/null) $(head -c 300 "$T_TMP/body.$tag" 2> /dev/null)"
 	rm -f "$SB_STATE/faults/$point.armed"
 	pfile=$(compgen -G "$SB_STATE/faults/$point.*.pid" | head -n1)
 	HID=${pfile##*/"$point".}
@@ -350,7 +351,7 @@ is "$(rt_sh "$iid" 'echo alive')" alive "...and the sandbox runs a command"
 req nginx DELETE "/sandboxes/$iid"
 is "$STATUS $(sb_leftovers "$iid")" "204 " "its DELETE leaves nothing"
 rm -f "$SB_STATE/faults/provision-answer".*
-wait_until 15 eval '[ -n "$(worker_pid provisioner)" ] && [ "$(worker_pid provisioner)" != '"$provpid"' ]'
+wait_until 15 eval '[ -n "$(worker_pid provisioner)" ] && [ "$(worker_pid provisioner)" != "'"$provpid"'" ]'
 
 # After all of them: a create works again end to end.
 T_SECTION=after
