@@ -24,22 +24,6 @@ SNAPIMG=$SB_STATE/snapshots/images
 CONF_MARK="# added by t/integration/disk-pressure.t (removed by its clean-up)"
 CONF_TOUCHED=0
 FAKE=""
-node_agent_ready_since() {
-	local m p
-	m=$(worker_master)
-	p=$(log_since "$1" | grep -F "sbx-worker[$m] info: started node #0 (pid " | tail -n1 | sed 's/.*(pid \([0-9]*\)).*/\1/')
-	[ -n "$p" ] && log_since "$1" | grep -qF "sbx-worker-node[$p] info: node agent consuming"
-}
-restore_conf() {
-	[ $CONF_TOUCHED = 1 ] || return 0
-	local mark
-	mark=$(log_mark)
-	awk -v m="$CONF_MARK" 'skip {skip = 0; next} $0 == m {skip = 1; next} {print}' "$SBX_CONF" > "$T_TMP/conf.new" &&
-		cat "$T_TMP/conf.new" > "$SBX_CONF"
-	kill -HUP "$(worker_master)" 2> /dev/null
-	wait_until 30 node_agent_ready_since "$mark"
-	CONF_TOUCHED=0
-}
 fake_cleanup() { [ -z "$FAKE" ] || rm -rf --one-file-system "$FAKE"; }
 t_on_exit rt_kill_bg sb_cleanup snap_cleanup fake_cleanup restore_conf
 
@@ -94,8 +78,7 @@ ok "[ -f '$FAKE/image.json' ]" "an old version of $TEMPLATE that no sandbox uses
 # ---- the floor raised above what is free -----------------------------------------------
 T_SECTION=refused
 mark=$(log_mark)
-printf '%s\nnode_disk_min_free_pct = 99\n' "$CONF_MARK" >> "$SBX_CONF"
-CONF_TOUCHED=1
+conf_override node_disk_min_free_pct 99
 kill -HUP "$(worker_master)"
 wait_until 30 node_agent_ready_since "$mark"
 ok $? "node_disk_min_free_pct = 99: the node agent was restarted with it (SIGHUP) and consumes"

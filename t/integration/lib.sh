@@ -971,13 +971,26 @@ conf_unmark() {
 		cat "$T_TMP/conf.new" > "$SBX_CONF"
 }
 
+# conf_override NAME VALUE: sets NAME for the test's length (no reload):
+# the stack's own NAME lines are commented out (a setting given twice is
+# refused) and "NAME = VALUE" is added after CONF_MARK; restore_conf undoes
+# both. CONF_TOUCHED is 1 from then on.
+CONF_OFF="#test-off# "
+conf_override() {
+	sed -i "s/^\([[:space:]]*$1[[:space:]]*=\)/$CONF_OFF\1/" "$SBX_CONF"
+	printf '%s\n%s = %s\n' "$CONF_MARK" "$1" "$2" >> "$SBX_CONF"
+	CONF_TOUCHED=1
+}
+
 # restore_conf: when CONF_TOUCHED is 1, the config without the test's
-# CONF_MARK lines, and a reload that waits for the new node agent.
+# CONF_MARK lines and with the lines conf_override commented out back, and
+# a reload that waits for the new node agent.
 restore_conf() {
 	[ "${CONF_TOUCHED:-0}" = 1 ] || return 0
 	local mark
 	mark=$(log_mark)
 	conf_unmark "$CONF_MARK"
+	sed -i "s/^$CONF_OFF//" "$SBX_CONF"
 	kill -HUP "$(worker_master)" 2> /dev/null
 	wait_until 30 node_agent_ready_since "$mark"
 	CONF_TOUCHED=0
