@@ -90,8 +90,24 @@ static void chan_interest(struct relay *r, struct chan *c)
 	epoll_ctl(r->ep, EPOLL_CTL_MOD, c->fd, &ev);
 }
 
+static void chan_wait_clear(struct relay *r, struct chan *c)
+{
+	if (c->lost_at || c->dial_at)
+		r->nwait--;
+	c->lost_at = c->dial_at = 0;
+}
+
+static void chan_wait_set(struct relay *r, struct chan *c, long long *at)
+{
+	if (!c->lost_at && !c->dial_at)
+		r->nwait++;
+	*at = c->wait_check_at = sbx_now_ms();
+}
+
 void chan_close(struct relay *r, struct chan *c)
 {
+	/* what ends the channel ends its waits: the caller ends its ops */
+	chan_wait_clear(r, c);
 	if (c->fd >= 0) {
 		epoll_ctl(r->ep, EPOLL_CTL_DEL, c->fd, NULL);
 		close(c->fd);
@@ -110,11 +126,6 @@ void chan_close(struct relay *r, struct chan *c)
 	c->want_out = false;
 	c->ping_at = 0;
 	c->status_at = 0;
-}
-
-int chan_connect(struct relay *r, struct chan *c, sbx_err *err)
-{
-	return chan_connect_ms(r, c, CHAN_CONNECT_MS, err);
 }
 
 /* A connected socket becomes the channel's: non-blocking, in the epoll. */
@@ -140,30 +151,14 @@ static int chan_attach(struct relay *r, struct chan *c, int fd, sbx_err *err)
 	return 0;
 }
 
-int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err)
-{
-	int fd = -1;
-	long long t0 = sbx_now_ms();
-
-	/* in the loop: how long it held the loop is logged (bench/density) */
-	if (sandbox_connect(r->sc, c->id, ms, &fd, err) < 0 || chan_attach(r, c, fd, err) < 0)
-		return -1;
-	log_info("sandbox %s: channel to sbx-init open (%lld ms)", c->id, sbx_now_ms() - t0);
-	return 0;
-}
-
-int chan_open(struct relay *r, struct chan *c, int wait_ms, sbx_err *err)
+int chan_open(struct relay *r, struct chan *c, sbx_err *err)
 {
 	uint8_t key[SBX_CHAN_KEY_LEN];
 	struct sbx_chan_hs *hs;
 	int fd = -1;
 
-	if (sandbox_dial(r->sc, c->id, &fd, key, err) < 0) {
-		if (!wait_ms || !strcmp(err->code, "no_init"))
-			return -1;
-		*err = (sbx_err)SBX_ERR_INIT;
-		return chan_connect_ms(r, c, wait_ms, err);
-	}
+	if (sandbox_dial(r->sc, c->id, &fd, key, err) < 0)
+		return -1;
 	hs = malloc(sizeof(*hs));
 	if (!hs) {
 		close(fd);
@@ -280,7 +275,8 @@ int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, co
 {
 	size_t need;
 
-	if (c->fd < 0 || c->doomed)
+	/* queued while a dial waits (chan_dial_later) */
+	if ((c->fd < 0 && !c->dial_at) || c->doomed)
 		return -1;
 	if (chan_queued(c) + SBX_FRAME_HDR + n > OUT_HARD) {
 		chan_doom(c, DOOM_WEDGED, "sbx-init does not read its channel (%zu bytes waiting)", chan_queued(c));
@@ -324,6 +320,102 @@ int chan_send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream
 	return chan_send(r, c, type, stream, b, 4);
 }
 
+/* The connection is gone and its ops are gone inside: they wait for the
+ * verdict (chan_wait_tick), not live, never pumped onto a new connection. */
+static void chan_lost(struct relay *r, struct chan *c, const char *why)
+{
+	for (struct rop *o = c->ops; o; o = o->cnext) {
+		o->live = false;
+		o->lost = true;
+		o->await_at = 0;
+	}
+	snprintf(c->lost_why, sizeof(c->lost_why), "%s", why);
+	c->doomed = DOOM_NONE;
+	chan_wait_set(r, c, &c->lost_at);
+}
+
+void chan_dial_later(struct relay *r, struct chan *c, const char *why)
+{
+	snprintf(c->dial_why, sizeof(c->dial_why), "%s", why);
+	if (!c->dial_at)
+		chan_wait_set(r, c, &c->dial_at);
+}
+
+/* Ends ops of the channel: the lost connection's (lost), the others
+ * (!lost), with code and "PREFIXwhy". */
+static void chan_end_ops(struct relay *r, struct chan *c, bool lost, const char *code, const char *prefix,
+			 const char *why)
+{
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		if (o->lost != lost)
+			continue;
+		o->live = false;
+		op_error(r, o, code, "%s%s", prefix, why);
+	}
+}
+
+long long chan_wait_tick(struct relay *r, long long now)
+{
+	long long next = -1;
+	/* a test holds the waits open past CHAN_CONNECT_MS (relay-exec.t):
+	 * only a sentry seen gone or sbx-init dialled ends them then */
+	bool held = fault_armed(r->sc->fault_points, r->sc->state_dir, "chan-wait-hold", NULL);
+
+	for (int i = 0; i < MAX_CHANS && r->nwait > 0; i++) {
+		struct chan *c = &r->chans[i];
+		char why[256], id[SBX_ID_LEN + 1];
+		sbx_err err = SBX_ERR_INIT;
+		long long since;
+		bool lost, undialled;
+		int alive;
+
+		if (!c->id[0] || (!c->lost_at && !c->dial_at))
+			continue;
+		if (now < c->wait_check_at) {
+			if (next < 0 || c->wait_check_at - now < next)
+				next = c->wait_check_at - now;
+			continue;
+		}
+		since = c->lost_at && (!c->dial_at || c->lost_at < c->dial_at) ? c->lost_at : c->dial_at;
+		alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
+		if (alive == 0) {
+			log_info("sandbox %s: its sentry is gone (seen in the loop, %lld ms after the channel's %s)", c->id,
+				 now - since, c->lost_at ? "loss" : "first dial");
+			if (!why[0])
+				snprintf(why, sizeof(why), "the sandbox stopped");
+			chan_wait_clear(r, c);
+			chan_end_ops(r, c, true, "sandbox_dead", "the sandbox died: ", why);
+			chan_end_ops(r, c, false, "sandbox_dead", "the sandbox died: ", why);
+			snprintf(id, sizeof(id), "%s", c->id);
+			chan_close(r, c);
+			c->id[0] = 0;
+			if (r->h.dead)
+				r->h.dead(r->h.ctx, id, why);
+			continue;
+		}
+		if (alive == 1 && c->fd < 0 && chan_open(r, c, &err) < 0 && (held || now - since < CHAN_CONNECT_MS)) {
+			c->wait_check_at = now + WAIT_CHECK_MS;
+			if (next < 0 || WAIT_CHECK_MS < next)
+				next = WAIT_CHECK_MS;
+			continue;
+		}
+		/* dialled (or the wait is over): the lost connection's ops end;
+		 * a waiting dial's frames go once the handshake is done */
+		lost = c->lost_at != 0;
+		undialled = c->dial_at && c->fd < 0;
+		chan_wait_clear(r, c);
+		if (lost)
+			chan_end_ops(r, c, true, "internal", "", c->lost_why);
+		if (undialled) {
+			log_warnx("sandbox %s: sbx-init's socket: %s", c->id, err.msg[0] ? err.msg : c->dial_why);
+			chan_end_ops(r, c, false, "sandbox_unresponsive", "sbx-init did not answer: ",
+				     err.msg[0] ? err.msg : c->dial_why);
+		}
+	}
+	return next;
+}
+
 void chan_settle(struct relay *r, struct chan *c)
 {
 	const char *code = "internal";
@@ -338,14 +430,14 @@ void chan_settle(struct relay *r, struct chan *c)
 	chan_close(r, c);
 	if (d == DOOM_LOST) {
 		int alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
-		if (alive == 1) {
-			/* EOF can come before the sentry is seen dead: try again once,
-			 * which waits (bounded) until sbx-init answers or the sentry died */
-			sbx_err err = SBX_ERR_INIT;
-			if (c->nops && chan_connect(r, c, &err) < 0) {
-				log_warnx("sandbox %s: reconnect: %s", c->id, err.msg);
-				alive = sandbox_alive(r->sc, c->id, why, sizeof(why));
-			}
+		if (alive == 1 && c->nops) {
+			/* EOF can come before the sentry is seen dead: the verdict
+			 * waits for whichever comes first, sbx-init answering again
+			 * or the sentry gone (bounded), in the loop's ticks
+			 * (chan_wait_tick); with a thousand sandboxes on the node the
+			 * loop must not wait here for one of them */
+			chan_lost(r, c, doom_why);
+			return;
 		}
 		if (alive == 0) {
 			dead = true;

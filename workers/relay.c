@@ -164,7 +164,7 @@ void op_free(struct relay *r, struct rop *o)
 					    : o->kind == RK_ATTACH || o->kind == RK_READ || o->kind == RK_WRITE;
 
 	op_flush(r, o);
-	if (o->live && stream_op && o->ch->fd >= 0 && !o->ch->doomed)
+	if (o->live && stream_op && (o->ch->fd >= 0 || o->ch->dial_at) && !o->ch->doomed)
 		chan_send_u32(r, o->ch, SBX_F_SIGNAL, o->stream, SIGKILL);
 	if (o->prev)
 		o->prev->next = o->next;
@@ -358,6 +358,11 @@ long long relay_tick(struct relay *r)
 	chan_settle_all(r);
 	if (r->nopening)
 		next = chan_hs_tick(r, now);
+	if (r->nwait) {
+		long long l = chan_wait_tick(r, now);
+		if (l >= 0 && (next < 0 || l < next))
+			next = l;
+	}
 	for (struct rop *o = r->ops, *nx; o; o = nx) {
 		long long left;
 		nx = o->next;
@@ -419,10 +424,12 @@ int relay_ask_status(struct relay *r, const char *id)
 	/* the handshake runs in the loop (its STATUS waits for it); a socket
 	 * not there, or a handshake that fails, is simply not asked now (its
 	 * next op or the next pass will see) */
-	if (c->fd < 0 && chan_open(r, c, 0, &err) < 0) {
+	if (c->fd < 0 && chan_open(r, c, &err) < 0) {
 		log_warnx("sandbox %s: asking sbx-init whether it is idle: %s", id, err.msg);
-		if (!c->nops)
-			c->id[0] = 0; /* the slot; the next op connects again */
+		if (!c->nops) {
+			chan_close(r, c); /* its buffers and a wait left without ops */
+			c->id[0] = 0;     /* the slot; the next op connects again */
+		}
 		return -1;
 	}
 	if (c->status_at)

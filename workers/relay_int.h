@@ -15,6 +15,7 @@
 
 #define MAX_CHANS 4096
 #define CHAN_CONNECT_MS 2000 /* sbx-init's HELLO and AUTH_OK are due within this */
+#define WAIT_CHECK_MS 10     /* chan_wait_tick: how often a waiting channel's sentry and socket are looked at */
 #define ACC_MAX (8 * 1024 * 1024) /* a list/procs answer */
 
 enum rk { RK_EXEC, RK_ATTACH, RK_WRITE, RK_READ, RK_LIST, RK_DELETE, RK_MKDIR, RK_PROCS, RK_PSTDIN, RK_PSIGNAL, RK_PRESIZE };
@@ -42,6 +43,14 @@ struct chan {
 	 * epoll, frames wait in out until it is done */
 	struct sbx_chan_hs *hs;
 	long long hs_at; /* mono ms it began */
+	/* Waits the loop's ticks resolve (chan_wait_tick), never the loop
+	 * itself; mono ms since when, 0: none.
+	 * lost_at: the connection was lost with ops on it, the sentry still
+	 * seen alive (chan_settle): did the sandbox die, or only the
+	 * connection? dial_at: an op began while sbx-init's socket could not
+	 * be dialled (still binding it): its frames wait in out. */
+	long long lost_at, dial_at, wait_check_at;
+	char lost_why[200], dial_why[200];
 };
 
 struct buf {
@@ -56,6 +65,7 @@ struct rop {
 	enum rk kind;
 	uint32_t stream;
 	bool live;      /* the stream exists inside (no EXIT/ERROR yet) */
+	bool lost;      /* its connection was lost; ends with the channel's verdict */
 	long long await_at; /* waits for an answer from sbx-init since (mono ms); 0 not */
 	/* late (past answer_ms) in a busy sandbox (relay_tick): since when, the
 	 * cgroup CPU time last seen, when to look again */
@@ -102,6 +112,7 @@ struct relay {
 	struct chan *chans;
 	int answer_ms; /* sbx-init answers an op within this, or the op fails */
 	int nopening;  /* channels whose handshake runs (chan.hs) */
+	int nwait;     /* channels with a wait (chan.lost_at, chan.dial_at) */
 	struct execlog *xlog; /* exec records off the loop (execlog.h); NULL: written at once */
 };
 
@@ -126,20 +137,30 @@ void op_error(struct relay *r, struct rop *o, const char *code, const char *fmt,
 
 struct chan *chan_find(struct relay *r, const char *id);
 struct chan *chan_get(struct relay *r, const char *id);
-int chan_connect(struct relay *r, struct chan *c, sbx_err *err);
 /* Opens the channel without waiting for sbx-init: the connect (a local
  * socket) now, the handshake in the loop (chan_hs_event), the frames sent
- * meanwhile queued. A socket that cannot be dialled (sbx-init still binding
- * it) gets the waiting chan_connect_ms(wait_ms), or fails when wait_ms is
- * 0. A handshake that fails, or takes over answer_ms, ends the channel's ops
- * (sandbox_unresponsive, or sandbox_dead when its sentry is gone). */
-int chan_open(struct relay *r, struct chan *c, int wait_ms, sbx_err *err);
+ * meanwhile queued. -1 when the socket cannot be dialled (sbx-init still
+ * binding it: see chan_dial_later). A handshake that fails, or takes over
+ * answer_ms, ends the channel's ops (sandbox_unresponsive, or sandbox_dead
+ * when its sentry is gone). */
+int chan_open(struct relay *r, struct chan *c, sbx_err *err);
 /* The socket of a channel whose handshake runs is readable. */
 void chan_hs_event(struct relay *r, struct chan *c);
 /* Ends handshakes past their answer_ms; the ms until the next one is due, or -1. */
 long long chan_hs_tick(struct relay *r, long long now);
-/* The same, waiting at most ms for sbx-init (chan_connect: 2 s). */
-int chan_connect_ms(struct relay *r, struct chan *c, int ms, sbx_err *err);
+/* An op begins on a channel whose socket cannot be dialled yet (sbx-init
+ * alive, still binding it): its frames are queued, and the dial is retried
+ * in the loop's ticks (chan_wait_tick) for up to CHAN_CONNECT_MS. */
+void chan_dial_later(struct relay *r, struct chan *c, const char *why);
+/* The channels' waits, looked at every WAIT_CHECK_MS; the ms until the
+ * next look, or -1:
+ *  - a sentry seen dead ends every op of the channel with sandbox_dead;
+ *  - sbx-init dialled (a new connection, its handshake in the loop) ends a
+ *    lost connection's ops with the loss's reason (internal), and lets a
+ *    waiting dial's frames go once the handshake is done;
+ *  - CHAN_CONNECT_MS without either ends the lost ops the same way and a
+ *    waiting dial's ops with sandbox_unresponsive. */
+long long chan_wait_tick(struct relay *r, long long now);
 void chan_close(struct relay *r, struct chan *c);
 /* Queues one frame and tries to write it at once. -1: the channel is doomed. */
 int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n);

@@ -159,20 +159,32 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 	/* a frozen sandbox is thawed before anything reaches it (idle.c) */
 	if (r->h.wake)
 		r->h.wake(r->h.ctx, plc);
-	if (c->fd < 0 && chan_open(r, c, CHAN_CONNECT_MS, &err) < 0) {
+	/* the socket is dialled now and the handshake runs in the loop; a
+	 * socket that cannot be dialled yet (sbx-init still binding it) is
+	 * dialled again from the loop's ticks (chan_dial_later): the loop
+	 * never waits for one sandbox */
+	if (c->fd < 0 && !c->dial_at && chan_open(r, c, &err) < 0) {
 		char w[256] = "";
-		if (sandbox_alive(r->sc, plc, w, sizeof(w)) == 0) {
+		int alive = sandbox_alive(r->sc, plc, w, sizeof(w));
+		if (alive == 0) {
 			reply_error(r, m, op_id, "sandbox_dead", "the sandbox died: %s", w[0] ? w : err.msg);
-			c->id[0] = 0;
+			if (!c->nops) {
+				chan_close(r, c);
+				c->id[0] = 0;
+			}
 			if (r->h.dead)
 				r->h.dead(r->h.ctx, plc, w[0] ? w : "the sandbox stopped");
-		} else if (!strcmp(err.code, "no_init")) {
-			reply_error(r, m, op_id, "internal", "cannot reach sbx-init: %s", err.msg);
-		} else {
-			/* alive, yet no HELLO: stopped or hung inside */
-			reply_error(r, m, op_id, "sandbox_unresponsive", "sbx-init did not answer: %s", err.msg);
+			return NULL;
 		}
-		return NULL;
+		if (!strcmp(err.code, "no_init")) {
+			reply_error(r, m, op_id, "internal", "cannot reach sbx-init: %s", err.msg);
+			return NULL;
+		}
+		if (alive < 0) {
+			reply_error(r, m, op_id, "sandbox_unresponsive", "sbx-init did not answer: %s", err.msg);
+			return NULL;
+		}
+		chan_dial_later(r, c, err.msg);
 	}
 	o = calloc(1, sizeof(*o));
 	if (!o) {

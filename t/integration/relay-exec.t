@@ -24,7 +24,7 @@ R=$SBX_BUILD/t/relay/relayctl
 make -s -C "$SBX_BUILD" t/relay/relayctl >&2 || bail "cannot build t/relay/relayctl"
 
 t_on_exit kill_bgpids sb_cleanup
-plan 52
+plan 56
 
 T=$T_TMP
 mk() {
@@ -245,7 +245,48 @@ ok "kill -0 $np2" "...and the node agent lives on"
 kill $fp 2> /dev/null
 wait $fp 2> /dev/null
 rm -f "$sock"
+
+# ---- a lost connection's verdict waits in the loop's ticks, not in the loop ----
+# (a stand-in proves D's key, takes the EXEC, then closes the connection and
+# goes with its socket: the node sees EOF from a sandbox whose sentry runs,
+# and cannot dial it again. It used to wait for that in the loop, up to 2 s,
+# with every other sandbox's frames unread; now the loop's ticks look every
+# 10 ms, and chan-wait-hold keeps the wait open past its 2 s, so that what
+# the loop does meanwhile is seen in order, not timed)
+FAULTS=$SB_STATE/faults
+mkdir -p "$FAULTS"
+touch "$FAULTS/chan-wait-hold.armed"
+hold_release() { rm -f "$FAULTS/chan-wait-hold.armed"; }
+t_on_exit kill_bgpids sb_cleanup hold_release
+python3 - "$sock" "$(cat "$SB_STATE/sandboxes/$(sb_place "$D")/chan.key")" "$(sb_place "$D")" "$(dirname "$0")" \
+	> /dev/null 2>&1 << 'EOF_PY' &
+import os, socket, sys
+sys.path.insert(0, sys.argv[4])
+from chanlib import read_frame, serve_handshake
+s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
+c, _ = s.accept()
+serve_handshake(c, sys.argv[2], sys.argv[3])
+read_frame(c)
+s.close(); os.unlink(sys.argv[1]); c.close()
+EOF_PY
+fp=$!
+BGPIDS+=($fp)
+wait_until 10 test -S "$sock"
+mark=$(log_mark)
+rx -T 60 exec "$D" -- echo lost > /dev/null 2> "$T/le" &
+lp=$!
+BGPIDS+=($lp)
+lost_seen() { log_since "$mark" | grep -qF "sandbox $(sb_place "$D"): channel closed: sbx-init closed the channel"; }
+wait_until 30 lost_seen
+ok $? "the stand-in closed D's connection under an exec (the node logged it)"
+is "$(rx -T 30 exec "$A" -- echo during)" during "another sandbox's exec is served while D's verdict waits"
+ok "kill -0 $lp 2> /dev/null" "...and D's exec is still waiting for it (its connection lost, the sentry alive, no socket)"
 mv "$sock.real" "$sock"
+rm -f "$FAULTS/chan-wait-hold.armed"
+wait $lp
+like "$? $(cat "$T/le")" "^250 .*error internal: sbx-init closed the channel" \
+	"sbx-init back: D's lost exec ends with error internal (the connection, not the sandbox), not sandbox_dead"
+wait $fp 2> /dev/null
 is "$(rx exec "$D" -- echo fine)" fine "...and the next op reconnects to the real sbx-init"
 is "$(rx exec "$A" -- echo after)" after "after the restart new execs work"
 is "$(rx procs "$C" | jq -r ".processes[] | select(.pid == $bgpid) | .state")" running \
