@@ -337,8 +337,12 @@ static void chan_lost(struct relay *r, struct chan *c, const char *why)
 void chan_dial_later(struct relay *r, struct chan *c, const char *why)
 {
 	snprintf(c->dial_why, sizeof(c->dial_why), "%s", why);
-	if (!c->dial_at)
+	if (!c->dial_at) {
+		log_info("sandbox %s: sbx-init's socket cannot be dialled yet (%s): the op waits, dialled again from "
+			 "the loop's ticks",
+			 c->id, why);
 		chan_wait_set(r, c, &c->dial_at);
+	}
 }
 
 /* Ends ops of the channel: the lost connection's (lost), the others

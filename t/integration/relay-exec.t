@@ -24,7 +24,7 @@ R=$SBX_BUILD/t/relay/relayctl
 make -s -C "$SBX_BUILD" t/relay/relayctl >&2 || bail "cannot build t/relay/relayctl"
 
 t_on_exit kill_bgpids sb_cleanup
-plan 56
+plan 60
 
 T=$T_TMP
 mk() {
@@ -281,11 +281,22 @@ wait_until 30 lost_seen
 ok $? "the stand-in closed D's connection under an exec (the node logged it)"
 is "$(rx -T 30 exec "$A" -- echo during)" during "another sandbox's exec is served while D's verdict waits"
 ok "kill -0 $lp 2> /dev/null" "...and D's exec is still waiting for it (its connection lost, the sentry alive, no socket)"
+# an exec begun now finds no socket to dial: it waits, queued, in the ticks too
+rx -T 60 exec "$D" -- echo queued > "$T/qo" 2> "$T/qe" &
+qp=$!
+BGPIDS+=($qp)
+dial_seen() { log_since "$mark" | grep -qF "sandbox $(sb_place "$D"): sbx-init's socket cannot be dialled yet"; }
+wait_until 30 dial_seen
+ok $? "a second exec on D finds no socket: it waits for one (the node logged it)"
+is "$(rx -T 30 exec "$A" -- echo during)" during "another sandbox's exec is served meanwhile"
+ok "kill -0 $lp 2> /dev/null && kill -0 $qp 2> /dev/null" "...and both of D's execs still wait"
 mv "$sock.real" "$sock"
 rm -f "$FAULTS/chan-wait-hold.armed"
 wait $lp
 like "$? $(cat "$T/le")" "^250 .*error internal: sbx-init closed the channel" \
 	"sbx-init back: D's lost exec ends with error internal (the connection, not the sandbox), not sandbox_dead"
+wait $qp
+is "$? $(cat "$T/qo")" "0 queued" "...and the exec that waited for the socket runs on the new connection (exit 0, its output)"
 wait $fp 2> /dev/null
 is "$(rx exec "$D" -- echo fine)" fine "...and the next op reconnects to the real sbx-init"
 is "$(rx exec "$A" -- echo after)" after "after the restart new execs work"
