@@ -272,31 +272,32 @@ EOF_PY
 fp=$!
 BGPIDS+=($fp)
 wait_until 10 test -S "$sock"
+# d_bg WORD: `echo WORD` on D in the background (its pid: BGP; its output
+# and errors: $T/WORD.o, $T/WORD.e); d_logged TEXT: the node logged TEXT of
+# D since mark
+d_bg() { rx -T 60 exec "$D" -- echo "$1" > "$T/$1.o" 2> "$T/$1.e" & BGP=$!; BGPIDS+=($BGP); }
+d_logged() { log_since "$mark" | grep -qF "sandbox $(sb_place "$D"): $1"; }
 mark=$(log_mark)
-rx -T 60 exec "$D" -- echo lost > /dev/null 2> "$T/le" &
-lp=$!
-BGPIDS+=($lp)
-lost_seen() { log_since "$mark" | grep -qF "sandbox $(sb_place "$D"): channel closed: sbx-init closed the channel"; }
-wait_until 30 lost_seen
+d_bg lost
+lp=$BGP
+wait_until 30 d_logged "channel closed: sbx-init closed the channel"
 ok $? "the stand-in closed D's connection under an exec (the node logged it)"
 is "$(rx -T 30 exec "$A" -- echo during)" during "another sandbox's exec is served while D's verdict waits"
 ok "kill -0 $lp 2> /dev/null" "...and D's exec is still waiting for it (its connection lost, the sentry alive, no socket)"
 # an exec begun now finds no socket to dial: it waits, queued, in the ticks too
-rx -T 60 exec "$D" -- echo queued > "$T/qo" 2> "$T/qe" &
-qp=$!
-BGPIDS+=($qp)
-dial_seen() { log_since "$mark" | grep -qF "sandbox $(sb_place "$D"): sbx-init's socket cannot be dialled yet"; }
-wait_until 30 dial_seen
+d_bg queued
+qp=$BGP
+wait_until 30 d_logged "sbx-init's socket cannot be dialled yet"
 ok $? "a second exec on D finds no socket: it waits for one (the node logged it)"
 is "$(rx -T 30 exec "$A" -- echo during)" during "another sandbox's exec is served meanwhile"
 ok "kill -0 $lp 2> /dev/null && kill -0 $qp 2> /dev/null" "...and both of D's execs still wait"
 mv "$sock.real" "$sock"
 rm -f "$FAULTS/chan-wait-hold.armed"
 wait $lp
-like "$? $(cat "$T/le")" "^250 .*error internal: sbx-init closed the channel" \
+like "$? $(cat "$T/lost.e")" "^250 .*error internal: sbx-init closed the channel" \
 	"sbx-init back: D's lost exec ends with error internal (the connection, not the sandbox), not sandbox_dead"
 wait $qp
-is "$? $(cat "$T/qo")" "0 queued" "...and the exec that waited for the socket runs on the new connection (exit 0, its output)"
+is "$? $(cat "$T/queued.o")" "0 queued" "...and the exec that waited for the socket runs on the new connection (exit 0, its output)"
 wait $fp 2> /dev/null
 is "$(rx exec "$D" -- echo fine)" fine "...and the next op reconnects to the real sbx-init"
 is "$(rx exec "$A" -- echo after)" after "after the restart new execs work"
