@@ -840,6 +840,9 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			due = egress_node_tick(n->egress);
 			if (due >= 0 && due < timeout)
 				timeout = (int)due + 1;
+			due = node_adopt_tick(n); /* and for Nomad's tasks being adopted */
+			if (due >= 0 && due < timeout)
+				timeout = (int)due + 1;
 			if (xl >= 0 && xl < timeout)
 				timeout = (int)xl;
 		}
@@ -882,6 +885,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	 * to nobody */
 	if (sbx_child_replaced && !pool_dropped && pool_hand_over(n) > 0)
 		left = true;
+	node_adopt_drop(n);
 	relay_free(n->relay);
 	sbx_outbox_close(n->ob, 2000); /* the last answers go out first */
 	stats_free(n);

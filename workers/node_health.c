@@ -247,7 +247,7 @@ void reap_orphans(struct node *n, bool at_start)
 		struct sb *s;
 		bool keep = false;
 
-		if (!sbx_id_valid(id) || node_op_find(n, id))
+		if (!sbx_id_valid(id) || node_op_find(n, id) || node_adopt_waiting(id))
 			continue;
 		s = sb_find(n, id);
 		if (s && s->st != SB_READY)

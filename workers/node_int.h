@@ -136,6 +136,13 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body);
 /* adopt {sandbox_id, placement_id, alloc_id, chan_key}: a sandbox Nomad
  * started here (driver = nomad); answered once its sbx-init answered. */
 void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body);
+/* The adoptions waiting for sbx-init of Nomad's task (node_start.c): the
+ * ms until the next look, or -1. */
+long long node_adopt_tick(struct node *n);
+/* Whether placement id waits for its sbx-init (the orphan pass leaves it). */
+bool node_adopt_waiting(const char *id);
+/* At a stop: each waiting adoption fails, its state gone. */
+void node_adopt_drop(struct node *n);
 int node_admit_volume(struct node *n, int gb, char *why, size_t whysz);
 /* Answers a control request now. */
 void node_reply_msg(struct node *n, const sbx_mq_msg *m, json_t *body /* stolen */);

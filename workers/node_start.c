@@ -3,12 +3,15 @@
  * handed over), volume create/delete and an egress switch of a running
  * sandbox. node.c's loop dispatches to them. */
 #include "config.h"
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+#include "chanauth.h"
 #include "cleanup.h"
+#include "clock.h"
 #include "egress.h"
 #include "id.h"
 #include "json.h"
@@ -184,21 +187,199 @@ static int adopt_egress(struct node *n, const char *id, const struct sbx_egress 
 	return egress_node_set(n->egress, id, p, NULL, err);
 }
 
+/* ---- adoption: sbx-init of Nomad's task answers in the loop's ticks ----
+ * Nomad reports the task running once its container started, and sbx-init
+ * listens a few ms later. Its socket is dialled and its handshake (with the
+ * key the job gave the task: that is what makes it ready) run from the
+ * loop's ticks (node_adopt_tick) every ADOPT_CHECK_MS for up to ADOPT_MS,
+ * never waited for in the loop: with a thousand sandboxes on the node,
+ * one task slow to start holds up none of them. */
+#define ADOPT_MS 3000
+#define ADOPT_CHECK_MS 10
+
+struct adopt_wait {
+	struct adopt_wait *next;
+	char id[SBX_ID_LEN + 1], sid[SBX_ID_LEN + 1], alloc[80], reply_to[256], corr[72];
+	struct sbx_egress egress;
+	long long t0, next_at;
+	int fd;
+	struct sbx_chan_hs hs;
+	bool hs_on;
+	char why[256]; /* the last dial's or handshake's failure */
+};
+static struct adopt_wait *adopts;
+
+static void adopt_close(struct adopt_wait *w)
+{
+	if (w->hs_on)
+		sbx_chan_hs_clear(&w->hs);
+	w->hs_on = false;
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+/* Unlinks and frees w; msg: the failure (code, or NULL) to answer with,
+ * its state gone; NULL when it was answered. */
+static void adopt_end(struct node *n, struct adopt_wait *w, const char *code, const char *msg)
+{
+	struct adopt_wait **pp = &adopts;
+
+	while (*pp && *pp != w)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = w->next;
+	adopt_close(w);
+	if (msg) {
+		sbx_err e2 = SBX_ERR_INIT;
+		log_warnx("sandbox %s: Nomad allocation %s: %s", w->sid, w->alloc, msg);
+		if (sandbox_adopted_forget(&n->sc, w->id, &e2) < 0)
+			log_warnx("sandbox %s: %s", w->sid, e2.msg);
+		send_reply(n, w->reply_to, w->corr, sbx_reply_fail(code, msg));
+	}
+	free(w);
+}
+
+/* sbx-init answered: the sandbox is this node's */
+static void adopt_done(struct node *n, struct adopt_wait *w)
+{
+	sbx_err err = SBX_ERR_INIT;
+	struct sb *s;
+
+	adopt_close(w);
+	if (adopt_egress(n, w->id, &w->egress, &err) < 0) {
+		egress_node_forget(n->egress, w->id);
+		adopt_end(n, w, NULL, err.msg);
+		return;
+	}
+	s = sb_add(n, w->id, SB_READY, 0, 0); /* Nomad admitted its memory and disk */
+	if (!s) {
+		egress_node_forget(n->egress, w->id);
+		adopt_end(n, w, "no_capacity", "the node tracks too many sandboxes");
+		return;
+	}
+	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", w->sid);
+	{
+		/* where its use is read from (stats): Docker asked once, now */
+		char rel[520];
+		long pid;
+		if (sandbox_adopted_cgroup(&n->sc, w->id, rel, sizeof(rel), &pid, &err) < 0)
+			log_warnx("sandbox %s: its container's cgroup: %s (stats wait for a request)", w->sid, err.msg);
+	}
+	log_info("sandbox %s: adopted Nomad allocation %s as placement %s (sbx-init answered in %lld ms, in the loop's "
+		 "ticks)",
+		 w->sid, w->alloc, w->id, sbx_now_ms() - w->t0);
+	send_reply(n, w->reply_to, w->corr, sbx_reply_ok());
+	adopt_end(n, w, NULL, NULL);
+}
+
+long long node_adopt_tick(struct node *n)
+{
+	long long now = sbx_now_ms(), next = -1;
+	/* a test holds the wait (nomad-run.t): no dial, no deadline */
+	bool held = adopts && fault_armed(n->sc.fault_points, n->sc.state_dir, "adopt-hold", NULL);
+
+	for (struct adopt_wait *w = adopts, *nx; w; w = nx) {
+		sbx_err err = SBX_ERR_INIT;
+		int rc = 0;
+
+		nx = w->next;
+		if (now < w->next_at) {
+			if (next < 0 || w->next_at - now < next)
+				next = w->next_at - now;
+			continue;
+		}
+		if (!held && !w->hs_on) {
+			uint8_t key[SBX_CHAN_KEY_LEN];
+			if (sandbox_dial(&n->sc, w->id, &w->fd, key, &err) == 0 &&
+			    fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) | O_NONBLOCK) == 0) {
+				sbx_chan_hs_init(&w->hs, key, w->id);
+				w->hs_on = true;
+			} else {
+				snprintf(w->why, sizeof(w->why), "%s", err.msg[0] ? err.msg : "socket setup");
+				adopt_close(w);
+			}
+			explicit_bzero(key, sizeof(key));
+		}
+		if (w->hs_on) {
+			/* each step reads what is there (HELLO, then AUTH_OK) */
+			for (int i = 0; i < 4 && rc == 0; i++)
+				rc = sbx_chan_hs_step(&w->hs, w->fd, &err);
+			if (rc == 1) {
+				adopt_done(n, w);
+				continue;
+			}
+			if (rc < 0) {
+				/* it may not be sbx-init's yet: dialled again until the end */
+				snprintf(w->why, sizeof(w->why), "%s", err.msg);
+				adopt_close(w);
+			}
+		}
+		if (!held && now - w->t0 >= ADOPT_MS) {
+			char msg[400];
+			snprintf(msg, sizeof(msg), "sbx-init of Nomad's task not up within %d ms: %s", ADOPT_MS,
+				 w->why[0] ? w->why : "no answer");
+			adopt_end(n, w, NULL, msg);
+			continue;
+		}
+		w->next_at = now + ADOPT_CHECK_MS;
+		if (next < 0 || ADOPT_CHECK_MS < next)
+			next = ADOPT_CHECK_MS;
+	}
+	return next;
+}
+
+bool node_adopt_waiting(const char *id)
+{
+	for (struct adopt_wait *w = adopts; w; w = w->next)
+		if (!strcmp(w->id, id))
+			return true;
+	return false;
+}
+
+void node_adopt_drop(struct node *n)
+{
+	while (adopts)
+		adopt_end(n, adopts, NULL, "the node agent is stopping");
+}
+
 void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
-	static struct sbx_egress p;
 	const char *id = NULL, *sid = NULL, *alloc = NULL, *key = NULL;
 	json_t *eg = NULL;
 	json_error_t jerr;
 	sbx_err err = SBX_ERR_INIT;
+	struct adopt_wait *w;
 	struct sb *s;
-	int fd = -1;
 
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "out of memory"));
+		return;
+	}
+	w->fd = -1;
 	if (json_unpack_ex(body, &jerr, JSON_STRICT, "{s:s, s:s, s:s, s:s, s?o}", "sandbox_id", &sid, "placement_id",
 			   &id, "alloc_id", &alloc, "chan_key", &key, "egress", &eg) < 0 ||
-	    !sbx_id_valid(id) || !sbx_id_valid(sid) || egress_unpack(eg, &p, &err) < 0) {
+	    !sbx_id_valid(id) || !sbx_id_valid(sid) || strlen(alloc) >= sizeof(w->alloc) ||
+	    egress_unpack(eg, &w->egress, &err) < 0) {
 		log_warnx("rejecting a malformed adopt request");
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, "malformed adopt request"));
+		free(w);
+		return;
+	}
+	for (struct adopt_wait *o = adopts; o; o = o->next) {
+		if (strcmp(o->id, id))
+			continue;
+		/* a repeated request (a provisioner restarted) while it waits:
+		 * the answer goes to the newest asker */
+		if (!strcmp(o->sid, sid)) {
+			snprintf(o->reply_to, sizeof(o->reply_to), "%s", m->reply_to);
+			snprintf(o->corr, sizeof(o->corr), "%s", m->correlation_id);
+		} else {
+			send_reply(n, m->reply_to, m->correlation_id,
+				   sbx_reply_fail(NULL, "the placement is taken on this node"));
+		}
+		free(w);
 		return;
 	}
 	s = sb_find(n, id);
@@ -207,52 +388,24 @@ void node_on_adopt(struct node *n, const sbx_mq_msg *m, json_t *body)
 		bool same = s->nomad && s->st == SB_READY && !strcmp(s->sandbox_id, sid);
 		send_reply(n, m->reply_to, m->correlation_id,
 			   same ? sbx_reply_ok() : sbx_reply_fail(NULL, "the placement is taken on this node"));
+		free(w);
 		return;
 	}
 	if (sandbox_adopt(&n->sc, id, alloc, key, &err) < 0) {
 		log_warnx("sandbox %s: adopting Nomad allocation %s: %s", sid, alloc, err.msg);
 		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
+		free(w);
 		return;
 	}
-	/* In the loop, bounded, as the relay's own connects are: Nomad reports
-	 * the task running once its container started, and sbx-init listens a
-	 * few ms later. Its handshake with this key is what makes it ready. */
-	if (sandbox_connect(&n->sc, id, 3000, &fd, &err) < 0) {
-		sbx_err e2 = SBX_ERR_INIT;
-		log_warnx("sandbox %s: Nomad allocation %s: %s", sid, alloc, err.msg);
-		if (sandbox_adopted_forget(&n->sc, id, &e2) < 0)
-			log_warnx("sandbox %s: %s", sid, e2.msg);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
-		return;
-	}
-	close(fd);
-	if (adopt_egress(n, id, &p, &err) < 0) {
-		sbx_err e2 = SBX_ERR_INIT;
-		log_warnx("sandbox %s: Nomad allocation %s: %s", sid, alloc, err.msg);
-		egress_node_forget(n->egress, id);
-		if (sandbox_adopted_forget(&n->sc, id, &e2) < 0)
-			log_warnx("sandbox %s: %s", sid, e2.msg);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail(NULL, err.msg));
-		return;
-	}
-	s = sb_add(n, id, SB_READY, 0, 0); /* Nomad admitted its memory and disk */
-	if (!s) {
-		sbx_err e2 = SBX_ERR_INIT;
-		egress_node_forget(n->egress, id);
-		sandbox_adopted_forget(&n->sc, id, &e2);
-		send_reply(n, m->reply_to, m->correlation_id, sbx_reply_fail("no_capacity", "the node tracks too many sandboxes"));
-		return;
-	}
-	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", sid);
-	{
-		/* where its use is read from (stats): Docker asked once, now */
-		char rel[520];
-		long pid;
-		if (sandbox_adopted_cgroup(&n->sc, id, rel, sizeof(rel), &pid, &err) < 0)
-			log_warnx("sandbox %s: its container's cgroup: %s (stats wait for a request)", sid, err.msg);
-	}
-	log_info("sandbox %s: adopted Nomad allocation %s as placement %s (sbx-init answered)", sid, alloc, id);
-	send_reply(n, m->reply_to, m->correlation_id, sbx_reply_ok());
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	snprintf(w->sid, sizeof(w->sid), "%s", sid);
+	snprintf(w->alloc, sizeof(w->alloc), "%s", alloc);
+	snprintf(w->reply_to, sizeof(w->reply_to), "%s", m->reply_to);
+	snprintf(w->corr, sizeof(w->corr), "%s", m->correlation_id);
+	w->t0 = w->next_at = sbx_now_ms();
+	w->next = adopts;
+	adopts = w;
+	log_info("sandbox %s: adopting Nomad allocation %s: waiting for its sbx-init (in the loop's ticks)", sid, alloc);
 }
 
 void node_on_start(struct node *n, const sbx_mq_msg *m, json_t *body)

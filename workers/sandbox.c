@@ -541,7 +541,8 @@ static int write_resolv_conf(const struct sandbox_paths *p, const char *gw, sbx_
  * resume-restored; snapshot.c's snapshot-copy and snapshot-frozen;
  * destroy-begin (a destroy process, before it takes anything down); the
  * provisioner's provision-ready is in provisioner.c. Not a stop but a hold:
- * chan-wait-hold (chan.c) keeps a channel's wait open past its 2 s. */
+ * chan-wait-hold (chan.c) keeps a channel's wait open past its 2 s, and
+ * adopt-hold (node_start.c) a Nomad task's adoption from dialling. */
 bool fault_armed(bool on, const char *state_dir, const char *point, const char *id)
 {
 	char path[700];

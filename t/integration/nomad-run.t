@@ -50,7 +50,7 @@ t_require --root "dockerd, runsc and the stack's worker config" python3 jq curl 
 [ -x /usr/sbin/dockerd ] && [ -x /usr/bin/docker ] || { echo "1..0 # SKIP docker.io is not installed"; exit 0; }
 require_stack
 
-plan 70
+plan 75
 
 NODE=$(conf_get node_id)
 [ -n "$NODE" ] || NODE=$(hostname)
@@ -86,7 +86,9 @@ snap_delete() {
 		"$SBX_URL/sandboxes/snapshots/$S1" 2> /dev/null
 	return 0
 }
-t_on_exit snap_delete nm_restore
+# (nomad-run.t's adopt-ticks section holds adoptions; released whatever happens)
+adopt_release() { rm -f "$STATE/faults/adopt-hold.armed"; }
+t_on_exit snap_delete adopt_release nm_restore
 
 rt_setup it-nomad-run
 RT_MARK=$(log_mark)
@@ -321,6 +323,33 @@ req nginx DELETE "/sandboxes/$Q"
 q_unmounted() { ! vol_mounted "$Q" && [ ! -e "$STATE/nomad-volumes/$Q" ]; }
 wait_until 30 q_unmounted
 ok $? "destroyed: its mount is gone too"
+
+# ---- an adoption waits for its sbx-init in the loop's ticks -------------------------
+# Nomad says the task runs once its container started; sbx-init listens a
+# moment later. The node dials it and runs the handshake from its loop's
+# ticks, not in the loop (it waited there up to 3 s, every other sandbox's
+# frames unread). adopt-hold keeps the node from dialling the new task, so
+# that what the loop does meanwhile is seen in order, not timed.
+T_SECTION=adopt-ticks
+mkdir -p "$STATE/faults"
+touch "$STATE/faults/adopt-hold.armed"
+mark=$(log_mark)
+curl -sS --cacert "$SBX_CACERT" --max-time 60 -H "$REQ_AUTH" -H 'Content-Type: application/json' \
+	-d '{"name":"it-nomad-held","specs":{"memory":256,"disk":1}}' \
+	-o "$T_TMP/held.body" -w '%{http_code}' "$SBX_URL/sandboxes" > "$T_TMP/held.code" 2> /dev/null &
+hp=$!
+adopt_waits() { log_since "$mark" | grep -q 'adopting Nomad allocation [^ ]*: waiting for its sbx-init'; }
+wait_until 60 adopt_waits
+ok $? "a create through Nomad: the node waits for its task's sbx-init (logged)"
+is "$(rt_sh "$A" 'echo during')" during "another sandbox's exec is served meanwhile"
+ok "kill -0 $hp 2> /dev/null" "...and the create still waits for its adoption"
+adopt_release
+wait $hp
+G=$(jq -r '.data.id // empty' "$T_TMP/held.body" 2> /dev/null)
+is "$(cat "$T_TMP/held.code") $(jq -r '.data.status // empty' "$T_TMP/held.body" 2> /dev/null)" "201 ready" \
+	"released: the node adopts it and the create answers 201 ready"
+is "$(rt_sh "$G" 'echo adopted')" adopted "...and the sandbox runs commands"
+[ -n "$G" ] && req nginx DELETE "/sandboxes/$G"
 
 # ---- destroy ------------------------------------------------------------------------
 # while paused: the agent thaws the container, so Nomad's stop reaches it
