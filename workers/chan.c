@@ -178,28 +178,45 @@ int chan_open(struct relay *r, struct chan *c, sbx_err *err)
 	return 0;
 }
 
-/* The handshake failed or timed out: its ops end as a failed connect's
- * request did (relay_req.c op_begin). */
-static void chan_open_failed(struct relay *r, struct chan *c, const char *msg)
+/* The sandbox is dead (its sentry is gone): every op of the channel ends
+ * with sandbox_dead, the channel and its slot go, and the node is told
+ * (h.dead: the record becomes failed with WHY). The one place that does. */
+void chan_dead(struct relay *r, struct chan *c, const char *why)
 {
-	char w[256] = "", id[SBX_ID_LEN + 1];
-	int alive = sandbox_alive(r->sc, c->id, w, sizeof(w));
+	char id[SBX_ID_LEN + 1], w[256];
 
-	log_warnx("sandbox %s: channel to sbx-init: %s", c->id, msg);
+	/* WHY may be the channel's own text, which what follows clears */
+	snprintf(w, sizeof(w), "%s", why && why[0] ? why : "the sandbox stopped");
+	snprintf(id, sizeof(id), "%s", c->id);
 	chan_close(r, c);
 	for (struct rop *o = c->ops, *nx; o; o = nx) {
 		nx = o->cnext;
 		o->live = false;
-		if (alive == 0)
-			op_error(r, o, "sandbox_dead", "the sandbox died: %s", w[0] ? w : msg);
-		else
-			op_error(r, o, "sandbox_unresponsive", "sbx-init did not answer: %s", msg);
+		op_error(r, o, "sandbox_dead", "the sandbox died: %s", w);
 	}
+	c->doomed = DOOM_NONE;
+	c->id[0] = 0;
+	if (r->h.dead)
+		r->h.dead(r->h.ctx, id, w);
+}
+
+/* The handshake failed or timed out: its ops end as a failed connect's
+ * request did (relay_req.c op_begin). */
+static void chan_open_failed(struct relay *r, struct chan *c, const char *msg)
+{
+	char w[256] = "";
+	int alive = sandbox_alive(r->sc, c->id, w, sizeof(w));
+
+	log_warnx("sandbox %s: channel to sbx-init: %s", c->id, msg);
 	if (alive == 0) {
-		snprintf(id, sizeof(id), "%s", c->id);
-		c->id[0] = 0;
-		if (r->h.dead)
-			r->h.dead(r->h.ctx, id, w[0] ? w : "the sandbox stopped");
+		chan_dead(r, c, w);
+		return;
+	}
+	chan_close(r, c);
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		o->live = false;
+		op_error(r, o, "sandbox_unresponsive", "sbx-init did not answer: %s", msg);
 	}
 }
 
@@ -368,7 +385,7 @@ long long chan_wait_tick(struct relay *r, long long now)
 
 	for (int i = 0; i < MAX_CHANS && r->nwait > 0; i++) {
 		struct chan *c = &r->chans[i];
-		char why[256], id[SBX_ID_LEN + 1];
+		char why[256];
 		sbx_err err = SBX_ERR_INIT;
 		long long since;
 		bool lost, undialled;
@@ -386,16 +403,7 @@ long long chan_wait_tick(struct relay *r, long long now)
 		if (alive == 0) {
 			log_info("sandbox %s: its sentry is gone (seen in the loop, %lld ms after the channel's %s)", c->id,
 				 now - since, c->lost_at ? "loss" : "first dial");
-			if (!why[0])
-				snprintf(why, sizeof(why), "the sandbox stopped");
-			chan_wait_clear(r, c);
-			chan_end_ops(r, c, true, "sandbox_dead", "the sandbox died: ", why);
-			chan_end_ops(r, c, false, "sandbox_dead", "the sandbox died: ", why);
-			snprintf(id, sizeof(id), "%s", c->id);
-			chan_close(r, c);
-			c->id[0] = 0;
-			if (r->h.dead)
-				r->h.dead(r->h.ctx, id, why);
+			chan_dead(r, c, why);
 			continue;
 		}
 		if (alive == 1 && c->fd < 0 && chan_open(r, c, &err) < 0 && (held || now - since < CHAN_CONNECT_MS)) {
@@ -422,10 +430,8 @@ long long chan_wait_tick(struct relay *r, long long now)
 
 void chan_settle(struct relay *r, struct chan *c)
 {
-	const char *code = "internal";
-	char why[256] = "", msg[512], doom_why[sizeof(c->doom_why)];
+	char why[256] = "", doom_why[sizeof(c->doom_why)];
 	enum doom d = c->doomed;
-	bool dead = false;
 
 	if (!d)
 		return;
@@ -444,28 +450,17 @@ void chan_settle(struct relay *r, struct chan *c)
 			return;
 		}
 		if (alive == 0) {
-			dead = true;
-			code = "sandbox_dead";
-			if (!why[0])
-				snprintf(why, sizeof(why), "the sandbox stopped");
+			chan_dead(r, c, why);
+			return;
 		}
 	}
-	snprintf(msg, sizeof(msg), "%s", dead ? why : doom_why);
 	/* everything started on the old connection is gone inside */
 	for (struct rop *o = c->ops, *nx; o; o = nx) {
 		nx = o->cnext;
 		o->live = false;
-		op_error(r, o, code, "%s%s", dead ? "the sandbox died: " : "", msg);
+		op_error(r, o, "internal", "%s", doom_why);
 	}
 	c->doomed = DOOM_NONE;
-	if (dead) {
-		char id[SBX_ID_LEN + 1];
-		snprintf(id, sizeof(id), "%s", c->id);
-		chan_close(r, c);
-		c->id[0] = 0;
-		if (r->h.dead)
-			r->h.dead(r->h.ctx, id, why);
-	}
 }
 
 void chan_settle_all(struct relay *r)

@@ -162,6 +162,10 @@ void chan_dial_later(struct relay *r, struct chan *c, const char *why);
  *    waiting dial's ops with sandbox_unresponsive. */
 long long chan_wait_tick(struct relay *r, long long now);
 void chan_close(struct relay *r, struct chan *c);
+/* The sentry is gone: every op of the channel ends with sandbox_dead, the
+ * channel and its slot go, h.dead reports the sandbox (WHY: its reason;
+ * empty: "the sandbox stopped"). */
+void chan_dead(struct relay *r, struct chan *c, const char *why);
 /* Queues one frame and tries to write it at once. -1: the channel is doomed. */
 int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, const void *p, size_t n);
 int chan_send_u32(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, uint32_t v);

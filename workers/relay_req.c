@@ -168,12 +168,7 @@ static struct rop *op_begin(struct relay *r, const sbx_mq_msg *m, const char *si
 		int alive = sandbox_alive(r->sc, plc, w, sizeof(w));
 		if (alive == 0) {
 			reply_error(r, m, op_id, "sandbox_dead", "the sandbox died: %s", w[0] ? w : err.msg);
-			if (!c->nops) {
-				chan_close(r, c);
-				c->id[0] = 0;
-			}
-			if (r->h.dead)
-				r->h.dead(r->h.ctx, plc, w[0] ? w : "the sandbox stopped");
+			chan_dead(r, c, w);
 			return NULL;
 		}
 		if (!strcmp(err.code, "no_init")) {
