@@ -122,4 +122,14 @@ for mode in $MODES; do
 	is "$STATUS $(j '[.data.templates[].name] | index("debian-12") != null')" "200 true" "GET /sandbox/templates lists debian-12"
 done
 
+# The sandbox view (sbx_sandbox_json) is inlined into the query that uses
+# it (sql/018): a sub-SELECT in its body stops that, and Postgres then
+# parses and plans the body on every row of every GET and list (half the
+# database's CPU on a GET, bench/api-get).
+plan=$(psql_q "EXPLAIN VERBOSE SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = '$(random_id)'")
+unlike "$plan" 'sbx_sandbox_json' "the sandbox view is inlined into the query (no call per row)"
+like "$plan" 'jsonb_build_object' "its expression is in the query's plan"
+is "$(psql_q "SELECT sbx_json_keys('{\"b\":1,\"a\":2,\"ccc\":3}')::text || sbx_json_keys('{}')::text")" '["a", "b", "ccc"][]' \
+	"env keys: sorted, [] for none"
+
 finish
