@@ -12,6 +12,13 @@ rid_present() {
 	like "$(hdr X-Request-Id)" '^[A-Za-z0-9._-]{1,64}$' "$1: X-Request-Id present"
 }
 
+# An organisation of this file's own for the /v1 comparison below: the stack
+# key's list changes whenever a file running beside this one creates a
+# sandbox between the two requests (seen: openapi-contract.t's).
+OWN_ORG=$(new_org it-env)
+OWN_KEY=$(new_key "$OWN_ORG")
+like "$OWN_KEY" '^sbx_[0-9a-f]{64}$' "an organisation of its own for the /v1 comparison"
+
 for mode in $MODES; do
 	T_SECTION=$mode
 
@@ -79,9 +86,9 @@ for mode in $MODES; do
 
 	# /v1 equals the root, byte for byte (the message does not depend on it).
 	for p in /sandbox/templates /sandboxes/regions /sandboxes /sandboxes/nothex /no/such "/sandboxes/$(random_id)"; do
-		req $mode GET "$p"
+		REQ_AUTH="Authorization: Bearer $OWN_KEY" req $mode GET "$p"
 		s1=$STATUS b1=$BODY
-		req $mode GET "/v1$p"
+		REQ_AUTH="Authorization: Bearer $OWN_KEY" req $mode GET "/v1$p"
 		is "$STATUS $BODY" "$s1 $b1" "GET /v1$p answers as GET $p ($s1)"
 	done
 	req $mode GET /v1/healthz
