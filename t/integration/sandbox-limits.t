@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack
 # Limits, made to bite for real:
 #  - a memory bomb in a 256 MB sandbox: the process is killed (or the
 #    sandbox dies), the record then says so (failed with a reason about
