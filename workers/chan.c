@@ -178,6 +178,23 @@ int chan_open(struct relay *r, struct chan *c, sbx_err *err)
 	return 0;
 }
 
+/* Which of a channel's ops chan_end_ops ends: those started on a lost
+ * connection, the others, or all of them. */
+enum chan_ops { OPS_OTHERS = 0, OPS_LOST = 1, OPS_ALL = -1 };
+
+/* Ends WHICH ops of the channel with CODE, their message PREFIX then WHY. */
+static void chan_end_ops(struct relay *r, struct chan *c, enum chan_ops which, const char *code, const char *prefix,
+			 const char *why)
+{
+	for (struct rop *o = c->ops, *nx; o; o = nx) {
+		nx = o->cnext;
+		if (which != OPS_ALL && o->lost != (which == OPS_LOST))
+			continue;
+		o->live = false;
+		op_error(r, o, code, "%s%s", prefix, why);
+	}
+}
+
 /* The sandbox is dead (its sentry is gone): every op of the channel ends
  * with sandbox_dead, the channel and its slot go, and the node is told
  * (h.dead: the record becomes failed with WHY). The one place that does. */
@@ -189,11 +206,7 @@ void chan_dead(struct relay *r, struct chan *c, const char *why)
 	snprintf(w, sizeof(w), "%s", why && why[0] ? why : "the sandbox stopped");
 	snprintf(id, sizeof(id), "%s", c->id);
 	chan_close(r, c);
-	for (struct rop *o = c->ops, *nx; o; o = nx) {
-		nx = o->cnext;
-		o->live = false;
-		op_error(r, o, "sandbox_dead", "the sandbox died: %s", w);
-	}
+	chan_end_ops(r, c, OPS_ALL, "sandbox_dead", "the sandbox died: ", w);
 	c->doomed = DOOM_NONE;
 	c->id[0] = 0;
 	if (r->h.dead)
@@ -213,11 +226,7 @@ static void chan_open_failed(struct relay *r, struct chan *c, const char *msg)
 		return;
 	}
 	chan_close(r, c);
-	for (struct rop *o = c->ops, *nx; o; o = nx) {
-		nx = o->cnext;
-		o->live = false;
-		op_error(r, o, "sandbox_unresponsive", "sbx-init did not answer: %s", msg);
-	}
+	chan_end_ops(r, c, OPS_ALL, "sandbox_unresponsive", "sbx-init did not answer: ", msg);
 }
 
 void chan_hs_event(struct relay *r, struct chan *c)
@@ -362,19 +371,6 @@ void chan_dial_later(struct relay *r, struct chan *c, const char *why)
 	}
 }
 
-/* Ends ops of the channel: the lost connection's (lost), the others
- * (!lost), with code and "PREFIXwhy". */
-static void chan_end_ops(struct relay *r, struct chan *c, bool lost, const char *code, const char *prefix,
-			 const char *why)
-{
-	for (struct rop *o = c->ops, *nx; o; o = nx) {
-		nx = o->cnext;
-		if (o->lost != lost)
-			continue;
-		o->live = false;
-		op_error(r, o, code, "%s%s", prefix, why);
-	}
-}
 
 long long chan_wait_tick(struct relay *r, long long now)
 {
@@ -418,10 +414,10 @@ long long chan_wait_tick(struct relay *r, long long now)
 		undialled = c->dial_at && c->fd < 0;
 		chan_wait_clear(r, c);
 		if (lost)
-			chan_end_ops(r, c, true, "internal", "", c->lost_why);
+			chan_end_ops(r, c, OPS_LOST, "internal", "", c->lost_why);
 		if (undialled) {
 			log_warnx("sandbox %s: sbx-init's socket: %s", c->id, err.msg[0] ? err.msg : c->dial_why);
-			chan_end_ops(r, c, false, "sandbox_unresponsive", "sbx-init did not answer: ",
+			chan_end_ops(r, c, OPS_OTHERS, "sandbox_unresponsive", "sbx-init did not answer: ",
 				     err.msg[0] ? err.msg : c->dial_why);
 		}
 	}
@@ -455,11 +451,7 @@ void chan_settle(struct relay *r, struct chan *c)
 		}
 	}
 	/* everything started on the old connection is gone inside */
-	for (struct rop *o = c->ops, *nx; o; o = nx) {
-		nx = o->cnext;
-		o->live = false;
-		op_error(r, o, "internal", "%s", doom_why);
-	}
+	chan_end_ops(r, c, OPS_ALL, "internal", "", doom_why);
 	c->doomed = DOOM_NONE;
 }
 
