@@ -1,5 +1,5 @@
 -- GET /sandboxes/{id} and the list: the sandbox view is inlined into the
--- query again. A LANGUAGE sql function whose body holds a sub-SELECT is
+-- query. A LANGUAGE sql function whose body holds a sub-SELECT is
 -- never inlined, and then Postgres parses and plans its body on every call
 -- (every row, every request, prepared statement or not): that was half of
 -- the database's CPU on a GET (perf: base_yyparse, core_yylex). The env
