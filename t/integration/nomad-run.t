@@ -208,7 +208,7 @@ ok "$(jq -n "$(j .data.current.cpuSeconds) - ${cpu0:-0} >= 1" | grep -qx true; e
 T_SECTION=pause
 req nginx POST "/sandboxes/$A/exec" '{"background":true,"cmd":"exec sh -c \"echo $$ $(od -An -tx8 -N8 /dev/urandom) > /tmp/me; exec sleep 100000\""}'
 is "$STATUS" 200 "a background process before the pause"
-wait_until 10 test -n "$(rt_sh "$A" 'cat /tmp/me')"
+wait_until 10 eval '[ -n "$(rt_sh "$A" "cat /tmp/me")" ]'
 ME=$(rt_sh "$A" 'cat /tmp/me')
 alive_me() { rt_sh "$A" 'read p t < /tmp/me; kill -0 $p && echo "$p $t"'; }
 like "$ME" '^[0-9]+ +[0-9a-f]+$' "it runs ($ME)"

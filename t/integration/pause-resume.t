@@ -70,7 +70,7 @@ while True:
 is "$STATUS" 204 "a counting program written"
 req nginx POST "/sandboxes/$ID/exec" '{"background":true,"cmd":"exec python3 /root/count.py"}'
 is "$STATUS" 200 "a background process counting in memory"
-wait_until 10 test -n "$(counter "$ID")"
+wait_until 10 eval '[ -n "$(counter "$ID")" ]'
 vexec "$ID" 'echo kept > /root/before.txt && echo ok'
 is "$OUT" ok "a file written before the pause"
 c0=$(counter "$ID")

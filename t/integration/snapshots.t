@@ -206,7 +206,7 @@ like "$REASON" 'snapshot process died' "with the reason ($REASON)"
 sexec "$A" 'echo alive'
 is "$CODE $OUT" "0 alive" "the sandbox still runs commands"
 is "$(sb_db "$A" status)" ready "and its record is ready"
-wait_until 20 test -z "$(ls -A "$SNAPWORK" 2> /dev/null)"
+wait_until 20 eval '[ -z "$(ls -A "$SNAPWORK" 2> /dev/null)" ]'
 is "$(ls -A "$SNAPWORK" 2> /dev/null | tr '\n' ' ')" "" "nothing of it is left on the node"
 rm -f "$SB_STATE/faults/snapshot-copy".*
 
@@ -236,7 +236,7 @@ like "$REASON" 'restart' "with the reason ($REASON)"
 sexec "$A" 'cat /root/work/new.txt'
 is "$CODE $OUT" "0 hello" "the sandbox runs commands again, its files intact"
 is "$(sb_db "$A" status)" ready "and its record is ready"
-wait_until 20 test -z "$(ls -A "$SNAPWORK" 2> /dev/null)"
+wait_until 20 eval '[ -z "$(ls -A "$SNAPWORK" 2> /dev/null)" ]'
 is "$(ls -A "$SNAPWORK" 2> /dev/null | tr '\n' ' ')" "" "nothing of the snapshot is left on the node"
 req nginx DELETE "/sandboxes/snapshots/$S4"
 is "$STATUS" 204 "the failed snapshot is deleted"
@@ -281,7 +281,7 @@ req nginx GET "/sandboxes/$C"
 is "$(j -c '[.data.snapshot_mode, .data.snapshot_frequency]')" '["automatic","0 0 1 1 *"]' \
 	"the Sandbox shows snapshot_mode automatic and its schedule"
 next_at() { psql_q "SELECT coalesce(to_char(next_snapshot_at AT TIME ZONE 'UTC', 'MM-DD HH24:MI'), '') FROM sandboxes WHERE id = '$C'"; }
-wait_until 30 test -n "$(next_at)"
+wait_until 30 eval '[ -n "$(next_at)" ]'
 is "$(next_at)" "01-01 00:00" "its node computed the next time from the schedule (January 1st, 00:00 UTC)"
 # the node took the due snapshot (its next time moved on) and it has ended
 auto_taken() {

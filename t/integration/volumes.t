@@ -264,7 +264,7 @@ is "$(sb_db "$CID" status)" failed "the record ends failed"
 is "$(psql_q "SELECT coalesce(attached_sandbox_id, 'none') FROM volumes WHERE id = '$V1'")" none "the volume is detached"
 wait_until $((2 * REAPER_INTERVAL + 20)) sb_gone "$CID"
 is "$(sb_leftovers "$CID")" "" "the restarted node agent removed the half-made sandbox (independent listing)"
-wait_until 15 test -z "$(sb_loops_of "$(img_of "$V1")")"
+wait_until 15 eval '[ -z "$(sb_loops_of "$(img_of "$V1")")" ]'
 is "$(sb_loops_of "$(img_of "$V1")")" "" "no loop device holds the volume's image"
 wait_until 30 node_consuming_since "$mark"
 sb_create nginx "{\"name\":\"it-vol-after\",\"volumeId\":\"$V1\",\"specs\":{\"memory\":256,\"disk\":1}}"
