@@ -632,14 +632,26 @@ sbxinit_stop() {
 # processes (psql, runsc, ps) then takes at most half a core while it polls,
 # where back to back it took a whole one from the files beside it on a
 # loaded machine. Fails after SECONDS.
+# SBX_TEST_WAITLOG=FILE (scripts/test passes it on): each wait appends
+# "FILE:LINE FUNCTION LOOKS MS ok|timeout CMD" there, to find the waits a
+# run spends its time in (doc/testing.md).
 wait_until() {
-	local secs=$1 deadline t0 d frac
+	local secs=$1 deadline t0 d frac looks=0 w0=${EPOCHREALTIME//[!0-9]/} rc
 	shift
 	deadline=$((SECONDS + secs))
 	while :; do
+		looks=$((looks + 1))
 		t0=${EPOCHREALTIME//[!0-9]/}
-		"$@" && return 0
-		[ $SECONDS -lt $deadline ] || return 1
+		rc=
+		"$@" && rc=ok
+		[ -n "$rc" ] || [ $SECONDS -lt $deadline ] || rc=timeout
+		if [ -n "$rc" ]; then
+			[ -z "${SBX_TEST_WAITLOG:-}" ] || printf '%s:%s %s %d %d %s %s\n' "${BASH_SOURCE[1]##*/}" \
+				"${BASH_LINENO[0]}" "${FUNCNAME[1]}" $looks $(((${EPOCHREALTIME//[!0-9]/} - w0) / 1000)) \
+				$rc "$1" >> "$SBX_TEST_WAITLOG"
+			[ $rc = ok ]
+			return
+		fi
 		d=$((${EPOCHREALTIME//[!0-9]/} - t0))
 		((d < 200000)) && d=200000
 		((d > 500000)) && d=500000
