@@ -54,32 +54,35 @@ pane_has() { pane | grep -qE -- "$1"; }
 keys() { "${TM[@]}" send-keys -t sh "$@"; }
 
 wait_until 60 pane_has 'root@[^ ]*:.*# *$'
-ok pane_has 'root@' "a login shell's prompt appears in the terminal"
+ok "pane_has 'root@'" "a login shell's prompt appears in the terminal"
 keys 'echo "got-$((6*7))-$TERM"; stty size' Enter
 wait_until 30 pane_has '^got-42-xterm-256color'
-ok pane_has '^got-42-xterm-256color' "what is typed reaches the shell; TERM is set"
-ok pane_has '^30 100$' "the pty has tmux's size (30 rows, 100 columns)"
+ok "pane_has '^got-42-xterm-256color'" "what is typed reaches the shell; TERM is set"
+ok "pane_has '^30 100$'" "the pty has tmux's size (30 rows, 100 columns)"
 
 "${TM[@]}" resize-window -t sh -x 120 -y 40
 wait_until 10 bash -c "[ \"\$(${TM[*]} display -p -t sh '#{window_width}')\" = 120 ]"
 keys 'clear; stty size' Enter
 wait_until 30 pane_has '^40 120$'
-ok pane_has '^40 120$' "a resize of the window reaches the sandbox's terminal (40 rows, 120 columns)"
+ok "pane_has '^40 120$'" "a resize of the window reaches the sandbox's terminal (40 rows, 120 columns)"
 
 keys 'top -d 1' Enter
 wait_until 30 pane_has 'load average'
-ok pane_has 'load average' "a curses program (top) draws in the terminal"
+ok "pane_has 'load average'" "a curses program (top) draws in the terminal"
 keys q
+# what is typed before top has quit is top's, or flushed by it as it puts
+# the terminal back (TCSAFLUSH): the shell's line only once top is gone
+wait_until 30 eval '! pane_has "load average"'
 keys 'echo after-$((1+1))-top' Enter
 wait_until 30 pane_has '^after-2-top'
-ok pane_has '^after-2-top' "...quits with q and the shell goes on"
+ok "pane_has '^after-2-top'" "...quits with q and the shell goes on"
 
 keys 'sleep 300' Enter
 sleep 1
 keys C-c
 keys 'echo "interrupted-$?"' Enter
 wait_until 30 pane_has '^interrupted-130'
-ok pane_has '^interrupted-130' "Ctrl-C interrupts the running command (status 130) and the shell goes on"
+ok "pane_has '^interrupted-130'" "Ctrl-C interrupts the running command (status 130) and the shell goes on"
 
 keys 'exit 5' Enter
 wait_until 30 test -s "$T/rc"

@@ -89,7 +89,13 @@ t_result() {
 
 # ok COND MSG: COND is either a number (an exit status: 0 passes, so
 # `cmd; ok $? msg` works) or a shell expression evaluated now (`ok '[ -s f ]' msg`).
+# Exactly two arguments: `ok pane_has 'x' "msg"` evaluated `pane_has` alone
+# (an empty pattern: true whatever the pane showed) and passed every time.
 ok() {
+	if [ $# != 2 ]; then
+		t_result 0 "ok takes COND MSG, not $# arguments: ${*:0:200}"
+		return 1
+	fi
 	local cond=$1 msg=$2 pass=0
 	if [[ $cond =~ ^[0-9]+$ ]]; then
 		[ "$cond" = 0 ] && pass=1
