@@ -371,7 +371,6 @@ void chan_dial_later(struct relay *r, struct chan *c, const char *why)
 	}
 }
 
-
 long long chan_wait_tick(struct relay *r, long long now)
 {
 	long long next = -1;
