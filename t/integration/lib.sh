@@ -145,6 +145,7 @@ t_end() {
 	local rc=$?
 	[ $# -gt 0 ] && rc=$1
 	pq_stop
+	hs_stop
 	rm -rf "$T_TMP"
 	if [ -n "$T_PLANNED" ] && [ "$T_N" != "$T_PLANNED" ]; then
 		diag "planned $T_PLANNED tests but ran $T_N"
@@ -258,6 +259,8 @@ require_stack() {
 	FCGI_REQ=$(fcgi_client) || bail "cannot build t/fcgi/fcgi-req"
 	# j's jq for plain paths (jq itself when it cannot be built)
 	T_JGET=$(t_tool json/jget -ljansson 2> /dev/null) || T_JGET=""
+	# req's HTTPS session (curl for every request when it cannot be built)
+	T_HSESS=$(t_tool http/hsess -lcurl 2> /dev/null) || T_HSESS=""
 	[ -S "$SBX_API_SOCKET" ] || bail "no API socket at $SBX_API_SOCKET: is the stack up (scripts/stack-up)?"
 	[ -n "$SBX_KEY" ] || bail "no API key (SBX_KEY or $SBX_STACK_DIR/api-key)"
 	[ -f "$SBX_CONF" ] || bail "no config at $SBX_CONF"
@@ -367,12 +370,20 @@ req() {
 			args+=(--data-binary "$body")
 		fi
 		# --path-as-is: `..` and `//` reach nginx raw, as an attacker sends them.
-		curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 -X "$method" -D "$hfile" -o "$out" \
-			"${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err" < /dev/null
-		rc=$?
+		# Through the test's HTTPS session (hs_req) in its main shell,
+		# the same request by the same libcurl on a kept connection;
+		# else a curl of its own.
+		if hs_req "$method" "$SBX_URL$path" "$hfile" "$out" "${body#@}" "${hs[@]}"; then
+			rc=$HS_RC
+			[ $rc = 0 ] || REQ_ERR="hsess: $HS_ERR"
+		else
+			curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 -X "$method" -D "$hfile" -o "$out" \
+				"${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err" < /dev/null
+			rc=$?
+			[ $rc = 0 ] || REQ_ERR="curl exit $rc: $(< "$T_TMP/err")"
+		fi
 		[ -s "$hfile" ] && req_head "$hfile"
 		[ -s "$out" ] && BODY=$(< "$out")
-		[ $rc = 0 ] || REQ_ERR="curl exit $rc: $(< "$T_TMP/err")"
 	elif [ "$mode" = fcgi ]; then
 		for h in "${hs[@]}"; do args+=(-H "$h"); done
 		if [ $has_body = 1 ]; then
@@ -564,6 +575,75 @@ pq_query() {
 	exec {lk}>&-
 	[ $st = 0 ] || return 1
 	printf '%s' "$out"
+}
+
+# The test's HTTPS session: one t/http/hsess (libcurl) reading requests
+# from a FIFO, started by the test's main shell at its first `req nginx`
+# and used by that shell only (a subshell's request, e.g. one sent in the
+# background beside another, still gets a curl of its own, so requests
+# that a test sends at the same time still travel at the same time). It
+# makes the request `curl` made, on a connection it keeps: a curl process
+# a request cost ~30-45 ms of CPU on a slow 2-core machine, and a CI run
+# made about two thousand. T_HS_OFF=1: curl for every request (doc/testing.md).
+T_HSESS="" T_HS_DIR="" T_HS_PID="" T_HS_W="" T_HS_R="" T_HS_GEN=0
+hs_start() {
+	local d
+	hs_stop
+	T_HS_GEN=$((T_HS_GEN + 1))
+	d=$T_TMP/hs.$T_HS_GEN
+	mkdir -p "$d" && mkfifo "$d/in" "$d/out" || return 1
+	"$T_HSESS" < "$d/in" > "$d/out" 2>> "$d/err" &
+	T_HS_PID=$!
+	disown "$T_HS_PID" # not a job (pq_start says why)
+	exec {T_HS_W}> "$d/in" {T_HS_R}< "$d/out"
+	T_HS_DIR=$d
+}
+hs_alive() {
+	local _p _c st
+	[ -n "$T_HS_PID" ] && { read -r _p _c st _ < "/proc/$T_HS_PID/stat"; } 2> /dev/null && [ "$st" != Z ]
+}
+hs_stop() {
+	[ -n "$T_HS_DIR" ] || return 0
+	[ -n "$T_HS_PID" ] && kill "$T_HS_PID" 2> /dev/null
+	exec {T_HS_W}>&- {T_HS_R}<&-
+	T_HS_DIR="" T_HS_PID="" T_HS_W="" T_HS_R=""
+}
+# hs_req METHOD URL HFILE OUT BODYFILE [HEADER...]: the request through the
+# session: its result in HS_RC (curl's exit code: 0, a response came; 28, no
+# answer within 60 s; 52, none at all...) and HS_ERR. Fails, having sent
+# nothing, when the session cannot take it (not the main shell, no hsess,
+# T_HS_OFF=1): the caller runs curl. A session that does not answer is
+# stopped (the next request starts another), and the request counts as
+# one that got no answer, as curl's would.
+hs_req() {
+	local rec m line st
+	[ "$BASHPID" = "$$" ] && [ -n "$T_HSESS" ] && [ "${T_HS_OFF:-0}" != 1 ] || return 1
+	m="hs${RANDOM}${RANDOM}"
+	printf -v rec '%s\x1f' "$m" "$1" "$2" "$SBX_CACERT" 60 "$3" "$4" "$5" "${@:6}"
+	rec=${rec%$'\x1f'}
+	[[ $rec != *$'\n'* ]] || return 1
+	if [ -z "$T_HS_DIR" ] || ! hs_alive; then
+		hs_start || return 1
+	fi
+	trap '' PIPE # (hs_alive's look and the write race with its end)
+	printf '%s\n' "$rec" >&"$T_HS_W" 2> /dev/null
+	st=$?
+	trap - PIPE
+	HS_RC=52 HS_ERR="the session did not answer"
+	if [ $st != 0 ]; then
+		hs_stop
+		return 1 # nothing was sent: curl takes it
+	fi
+	while IFS= read -r -t 75 -u "$T_HS_R" line; do
+		if [ "${line%% *}" = "$m" ]; then
+			line=${line#* }
+			HS_RC=${line%% *}
+			HS_ERR=${line#* }
+			return 0
+		fi
+	done
+	hs_stop
+	return 0
 }
 
 admin() { "$SBX_ADMIN" -c "$SBX_CONF" "$@"; }
