@@ -14,7 +14,8 @@
  *
  * A request is one line on stdin, its fields separated by 0x1f:
  *   MARK METHOD URL CAFILE TIMEOUT HFILE OUT BODYFILE [HEADER...]
- * (BODYFILE empty: no body). The answer is one line on stdout:
+ * (BODYFILE empty: no body; an empty HEADER is left out, as curl leaves
+ * out -H ""). The answer is one line on stdout:
  *   MARK RC MESSAGE
  * RC is libcurl's result (0: a response came; curl's exit code otherwise),
  * MESSAGE what curl would have said on stderr. */
@@ -68,6 +69,8 @@ static int perform(CURL *c, char **f, int nf, char *msg, size_t msz)
 		}
 	}
 	for (i = 8; i < nf; i++) {
+		if (!*f[i]) /* an empty -H: nothing (curl sends nothing for it) */
+			continue;
 		t = curl_slist_append(hs, f[i]);
 		if (!t) {
 			snprintf(msg, msz, "out of memory");

@@ -492,6 +492,42 @@ psql_q() {
 	PGCONNECT_TIMEOUT=10 "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url" -c "$1"
 }
 
+# A session: one process the test's main shell talks to through two FIFOs
+# under T_TMP (psql for pq_query, t/http/hsess for hs_req). ses_start KIND
+# CMD... starts CMD reading KIND's "in" and writing its "out" (stopping
+# the last one); its pid, the shell's two fds and the directory go in
+# T_<KIND>_PID, _W, _R and _DIR. The process is not a job of the test's
+# shell (a bare `wait` would wait for it), but still its child, reaped
+# when it ends (an orphan would stay a zombie that kill -0 finds alive
+# where PID 1 reaps nothing). ses_alive KIND: it runs (not gone, not a
+# zombie). ses_stop KIND. t_end stops both.
+ses_start() {
+	local k=$1 d
+	shift
+	local -n pid=T_${k}_PID w=T_${k}_W r=T_${k}_R dir=T_${k}_DIR gen=T_${k}_GEN
+	ses_stop "$k"
+	gen=$((gen + 1))
+	d=$T_TMP/${k,,}.$gen
+	mkdir -p "$d" && mkfifo "$d/in" "$d/out" || return 1
+	"$@" < "$d/in" > "$d/out" 2>> "$d/err" &
+	pid=$!
+	disown "$pid"
+	exec {w}> "$d/in" {r}< "$d/out"
+	dir=$d
+}
+ses_alive() {
+	local -n pid=T_${1}_PID
+	local _p _c st
+	[ -n "$pid" ] && { read -r _p _c st _ < "/proc/$pid/stat"; } 2> /dev/null && [ "$st" != Z ]
+}
+ses_stop() {
+	local -n pid=T_${1}_PID w=T_${1}_W r=T_${1}_R dir=T_${1}_DIR
+	[ -n "$dir" ] || return 0
+	[ -n "$pid" ] && kill "$pid" 2> /dev/null
+	exec {w}>&- {r}<&-
+	dir="" pid="" w="" r=""
+}
+
 # The test's psql session: one psql reading queries from a FIFO (T_PQ_DIR),
 # started by the test's main shell at its first psql_q (pq_start), used by
 # it and by its subshells one query at a time (flock on T_PQ_DIR/lock). A
@@ -502,38 +538,17 @@ psql_q() {
 # of a marker no output can hold; psql stops at an error (ON_ERROR_STOP),
 # which ends the session: the query is then run again by a psql of its own
 # (nothing of it was committed), and the main shell starts a new session
-# at its next query. The session is not a job of the test's shell (a bare
-# `wait` would wait for it); t_end stops it.
+# at its next query (ses_start above).
 T_PQ_DIR="" T_PQ_PID="" T_PQ_W="" T_PQ_R="" T_PQ_GEN=0
 pq_start() {
-	local d url=${SBX_DB_URL:-}
+	local url=${SBX_DB_URL:-}
 	[ "$BASHPID" = "$$" ] || return 1
 	[ -n "$url" ] || url=$(conf_get db_url)
 	[ -n "$url" ] || return 1
-	pq_stop
-	T_PQ_GEN=$((T_PQ_GEN + 1))
-	d=$T_TMP/pq.$T_PQ_GEN
-	mkdir -p "$d" && mkfifo "$d/in" "$d/out" || return 1
-	PGCONNECT_TIMEOUT=10 "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url" < "$d/in" > "$d/out" 2>> "$d/err" &
-	T_PQ_PID=$!
-	# not a job (a bare `wait` of the test would wait for it); still this
-	# shell's child, reaped when it ends (an orphan would stay a zombie
-	# that kill -0 finds alive where PID 1 reaps nothing)
-	disown "$T_PQ_PID"
-	exec {T_PQ_W}> "$d/in" {T_PQ_R}< "$d/out"
-	T_PQ_DIR=$d
+	PGCONNECT_TIMEOUT=10 ses_start PQ "$T_PSQL" -X -q -A -t -v ON_ERROR_STOP=1 "$url"
 }
-# pq_alive: the session's psql runs (not gone, not a zombie).
-pq_alive() {
-	local _p _c st
-	[ -n "$T_PQ_PID" ] && { read -r _p _c st _ < "/proc/$T_PQ_PID/stat"; } 2> /dev/null && [ "$st" != Z ]
-}
-pq_stop() {
-	[ -n "$T_PQ_DIR" ] || return 0
-	[ -n "$T_PQ_PID" ] && kill "$T_PQ_PID" 2> /dev/null
-	exec {T_PQ_W}>&- {T_PQ_R}<&-
-	T_PQ_DIR="" T_PQ_PID="" T_PQ_W="" T_PQ_R=""
-}
+pq_alive() { ses_alive PQ; }
+pq_stop() { ses_stop PQ; }
 # pq_query SQL: SQL through the session; fails, printing nothing, when there
 # is none or it did not answer the query.
 pq_query() {
@@ -586,28 +601,9 @@ pq_query() {
 # a request cost ~30-45 ms of CPU on a slow 2-core machine, and a CI run
 # made about two thousand. T_HS_OFF=1: curl for every request (doc/testing.md).
 T_HSESS="" T_HS_DIR="" T_HS_PID="" T_HS_W="" T_HS_R="" T_HS_GEN=0
-hs_start() {
-	local d
-	hs_stop
-	T_HS_GEN=$((T_HS_GEN + 1))
-	d=$T_TMP/hs.$T_HS_GEN
-	mkdir -p "$d" && mkfifo "$d/in" "$d/out" || return 1
-	"$T_HSESS" < "$d/in" > "$d/out" 2>> "$d/err" &
-	T_HS_PID=$!
-	disown "$T_HS_PID" # not a job (pq_start says why)
-	exec {T_HS_W}> "$d/in" {T_HS_R}< "$d/out"
-	T_HS_DIR=$d
-}
-hs_alive() {
-	local _p _c st
-	[ -n "$T_HS_PID" ] && { read -r _p _c st _ < "/proc/$T_HS_PID/stat"; } 2> /dev/null && [ "$st" != Z ]
-}
-hs_stop() {
-	[ -n "$T_HS_DIR" ] || return 0
-	[ -n "$T_HS_PID" ] && kill "$T_HS_PID" 2> /dev/null
-	exec {T_HS_W}>&- {T_HS_R}<&-
-	T_HS_DIR="" T_HS_PID="" T_HS_W="" T_HS_R=""
-}
+hs_start() { ses_start HS "$T_HSESS"; }
+hs_alive() { ses_alive HS; }
+hs_stop() { ses_stop HS; }
 # hs_req METHOD URL HFILE OUT BODYFILE [HEADER...]: the request through the
 # session: its result in HS_RC (curl's exit code: 0, a response came; 28, no
 # answer within 60 s; 52, none at all...) and HS_ERR. Fails, having sent
@@ -973,10 +969,7 @@ sb_create() {
 }
 
 # sb_delete_quiet ID HEADER: one DELETE over HTTPS, whatever it answers.
-sb_delete_quiet() {
-	curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$2" \
-		"$SBX_URL/sandboxes/$1" 2> /dev/null
-}
+sb_delete_quiet() { api_delete "/sandboxes/$1" "$2"; }
 
 # sb_cleanup: DELETE every tracked sandbox; waits (bounded) until nothing
 # of them is left on the node, so the next test starts clean.
@@ -1044,7 +1037,8 @@ snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 # api_delete PATH [AUTH]: a quiet DELETE through nginx, for clean-ups (the
 # key: AUTH, else REQ_AUTH).
 api_delete() {
-	curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${2:-$REQ_AUTH}" "$SBX_URL$1" 2> /dev/null
+	hs_req DELETE "$SBX_URL$1" "$T_TMP/del.hdrs" "$T_TMP/del.out" "" "${2:-$REQ_AUTH}" ||
+		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${2:-$REQ_AUTH}" "$SBX_URL$1" 2> /dev/null
 }
 
 # snap_cleanup: deletes the snapshots whose ids a test put in SNAPS.
