@@ -65,7 +65,7 @@ ch_loop() {
 		ch_req "$ph" "$n" "$i" create POST /sandboxes -H 'Content-Type: application/json' \
 			-d "{\"name\":\"ch-$ph-$n-$i\",\"specs\":{\"memory\":256,\"disk\":1}}"
 		id=""
-		[ "$CH_CODE" = 201 ] && id=$(jq -r '.data.id // empty' "$CH_BODY" 2> /dev/null)
+		[ "$CH_CODE" = 201 ] && id=$(${T_JGET:-jq} -r '.data.id // empty' 2> /dev/null < "$CH_BODY")
 		if [ -z "$id" ]; then
 			sleep 0.5
 			continue
@@ -74,7 +74,7 @@ ch_loop() {
 		want="chaos $CH_RUN $ph $n $i"
 		ch_req "$ph" "$n" "$i" exec POST "/sandboxes/$id/exec" -H 'Content-Type: application/json' \
 			-d "{\"cmd\":\"echo $want\",\"timeout_seconds\":10}"
-		[ "$CH_CODE$CH_RC" = 2000 ] && [ "$(jq -r '.data.stdout' "$CH_BODY" 2> /dev/null)" != "$want" ] &&
+		[ "$CH_CODE$CH_RC" = 2000 ] && [ "$(${T_JGET:-jq} -r '.data.stdout' 2> /dev/null < "$CH_BODY")" != "$want" ] &&
 			ch_bad "$ph" "$n" "$i" exec
 		ch_req "$ph" "$n" "$i" put PUT "/sandboxes/$id/files/tmp/chaos.txt" \
 			-H 'Content-Type: application/octet-stream' --data-binary "$want"
@@ -240,7 +240,7 @@ ch_probe() {
 		-d '{"name":"ch-probe","specs":{"memory":256,"disk":1}}' -o "$b" -w '%{http_code}' "$SBX_URL/sandboxes" 2> /dev/null)
 	CH_PROBE="create $out"
 	[ "$out" = 201 ] || return 1
-	id=$(jq -r '.data.id // empty' "$b" 2> /dev/null)
+	id=$(${T_JGET:-jq} -r '.data.id // empty' 2> /dev/null < "$b")
 	echo "$id probe" >> "$CH_IDS"
 	out=$(curl -sS --cacert "$SBX_CACERT" --max-time 30 -H "$CH_AUTH" -H 'Content-Type: application/json' \
 		-d '{"cmd":"echo probe","timeout_seconds":10}' -o "$b" -w '%{http_code}' "$SBX_URL/sandboxes/$id/exec" 2> /dev/null)

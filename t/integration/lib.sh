@@ -1159,7 +1159,7 @@ rt_json() {
 rt_sh() {
 	curl -sS --cacert "$SBX_CACERT" --max-time $((${3:-30} + 30)) -H "$(rt_auth)" \
 		-H 'Content-Type: application/json' -d "$(rt_json "$2" "${3:-30}")" \
-		"$SBX_URL/sandboxes/$1/exec" 2> /dev/null | jq -r '.data.stdout // empty' 2> /dev/null
+		"$SBX_URL/sandboxes/$1/exec" 2> /dev/null | ${T_JGET:-jq} -r '.data.stdout // empty' 2> /dev/null
 }
 
 # rt_stream_start OUT PATH BODY [CURL_ARGS...]: a POST through nginx read by
