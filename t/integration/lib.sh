@@ -359,24 +359,22 @@ req() {
 	: > "$hfile"
 	local -a args=()
 	if [ "$mode" = nginx ]; then
-		for h in "${hs[@]}"; do args+=(-H "$h"); done
 		# an inline body goes through a file the shell writes itself (a
 		# `printf | curl` pipeline forked a shell for printf)
-		if [ $has_body = 1 ]; then
-			if [[ $body != @* ]]; then
-				printf '%s' "$body" > "$T_TMP/body.$BASHPID"
-				body=@$T_TMP/body.$BASHPID
-			fi
-			args+=(--data-binary "$body")
+		if [ $has_body = 1 ] && [[ $body != @* ]]; then
+			printf '%s' "$body" > "$T_TMP/body.$BASHPID"
+			body=@$T_TMP/body.$BASHPID
 		fi
 		# --path-as-is: `..` and `//` reach nginx raw, as an attacker sends them.
 		# Through the test's HTTPS session (hs_req) in its main shell,
 		# the same request by the same libcurl on a kept connection;
 		# else a curl of its own.
-		if hs_req "$method" "$SBX_URL$path" "$hfile" "$out" "${body#@}" "${hs[@]}"; then
+		if hs_req 60 "$method" "$SBX_URL$path" "$hfile" "$out" "${body#@}" "${hs[@]}"; then
 			rc=$HS_RC
 			[ $rc = 0 ] || REQ_ERR="hsess: $HS_ERR"
 		else
+			for h in "${hs[@]}"; do args+=(-H "$h"); done
+			[ $has_body = 1 ] && args+=(--data-binary "$body")
 			curl -sS --path-as-is --cacert "$SBX_CACERT" --max-time 60 -X "$method" -D "$hfile" -o "$out" \
 				"${args[@]}" "$SBX_URL$path" 2> "$T_TMP/err" < /dev/null
 			rc=$?
@@ -604,9 +602,10 @@ T_HSESS="" T_HS_DIR="" T_HS_PID="" T_HS_W="" T_HS_R="" T_HS_GEN=0
 hs_start() { ses_start HS "$T_HSESS"; }
 hs_alive() { ses_alive HS; }
 hs_stop() { ses_stop HS; }
-# hs_req METHOD URL HFILE OUT BODYFILE [HEADER...]: the request through the
-# session: its result in HS_RC (curl's exit code: 0, a response came; 28, no
-# answer within 60 s; 52, none at all...) and HS_ERR. Fails, having sent
+# hs_req MAX_TIME METHOD URL HFILE OUT BODYFILE [HEADER...]: the request
+# through the session, bounded as curl's --max-time MAX_TIME: its result in
+# HS_RC (curl's exit code: 0, a response came; 28, no answer in time; 52,
+# none at all...) and HS_ERR. Fails, having sent
 # nothing, when the session cannot take it (not the main shell, no hsess,
 # T_HS_OFF=1): the caller runs curl. A session that does not answer is
 # stopped (the next request starts another), and the request counts as
@@ -615,7 +614,7 @@ hs_req() {
 	local rec m line st
 	[ "$BASHPID" = "$$" ] && [ -n "$T_HSESS" ] && [ "${T_HS_OFF:-0}" != 1 ] || return 1
 	m="hs${RANDOM}${RANDOM}"
-	printf -v rec '%s\x1f' "$m" "$1" "$2" "$SBX_CACERT" 60 "$3" "$4" "$5" "${@:6}"
+	printf -v rec '%s\x1f' "$m" "$2" "$3" "$SBX_CACERT" "$1" "$4" "$5" "$6" "${@:7}"
 	rec=${rec%$'\x1f'}
 	[[ $rec != *$'\n'* ]] || return 1
 	if [ -z "$T_HS_DIR" ] || ! hs_alive; then
@@ -630,7 +629,7 @@ hs_req() {
 		hs_stop
 		return 1 # nothing was sent: curl takes it
 	fi
-	while IFS= read -r -t 75 -u "$T_HS_R" line; do
+	while IFS= read -r -t $(($1 + 15)) -u "$T_HS_R" line; do
 		if [ "${line%% *}" = "$m" ]; then
 			line=${line#* }
 			HS_RC=${line%% *}
@@ -1037,7 +1036,7 @@ snap_settled() { [[ $(snap_status "$1" "$2") =~ ^(ready|failed)$ ]]; }
 # api_delete PATH [AUTH]: a quiet DELETE through nginx, for clean-ups (the
 # key: AUTH, else REQ_AUTH).
 api_delete() {
-	hs_req DELETE "$SBX_URL$1" "$T_TMP/del.hdrs" "$T_TMP/del.out" "" "${2:-$REQ_AUTH}" ||
+	hs_req 40 DELETE "$SBX_URL$1" "$T_TMP/del.hdrs" "$T_TMP/del.out" "" "${2:-$REQ_AUTH}" ||
 		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "${2:-$REQ_AUTH}" "$SBX_URL$1" 2> /dev/null
 }
 
