@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack, heavy
 # The Nomad driver (issue 14, doc/nomad.md) against the Nomad contract
 # server (t/nomad-contract/server.py: answers as Nomad's documented HTTP API
 # does and checks every job against Nomad's job specification; it is not

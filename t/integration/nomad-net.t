@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack, heavy
 # Sandboxes placed by the Nomad driver get the sbx network with the same
 # egress policy as local ones (issue 14). The stack's worker is pointed at
 # the Nomad contract server (t/nomad-contract/server.py, NOT Nomad), which

@@ -1,4 +1,5 @@
 #!/bin/bash
+# test: any stack, heavy
 # A sandbox placed by the Nomad driver really runs (issue 14): the stack's
 # worker is pointed at the Nomad contract server (t/nomad-contract/server.py,
 # which is NOT Nomad: it answers Nomad's HTTP API and, with --docker-host,

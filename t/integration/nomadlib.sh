@@ -8,6 +8,9 @@
 
 ND_DIR=""
 ND_PID=""
+# its containers' cgroup parent, the stack's own (a Nomad file runs on any
+# of scripts/test's stacks, beside another stack's Nomad file)
+ND_CG=sbx-nomad-test-${SBX_PORT_SHIFT:-0}
 
 # dk ARGS...: the test's Docker engine.
 dk() { /usr/bin/docker -H "unix://$ND_DIR/docker.sock" "$@"; }
@@ -29,7 +32,7 @@ nd_start() {
 EOF2
 	setsid /usr/sbin/dockerd --config-file "$ND_DIR/daemon.json" --data-root "$ND_DIR/data" \
 		--exec-root "$ND_DIR/exec" --pidfile "$ND_DIR/dockerd.pid" -H "unix://$ND_DIR/docker.sock" \
-		--iptables=false --ip-forward=false --ip-masq=false --bridge=none --cgroup-parent=/sbx-nomad-test \
+		--iptables=false --ip-forward=false --ip-masq=false --bridge=none --cgroup-parent="/$ND_CG" \
 		--containerd-namespace sbx-nomad-test --containerd-plugins-namespace sbx-nomad-test-plugins \
 		> "$ND_DIR/dockerd.log" 2>&1 < /dev/null &
 	ND_PID=$!
@@ -69,7 +72,7 @@ nd_stop() {
 		while read -r m; do umount -l "$m" 2> /dev/null; done
 	rm -rf "$ND_DIR"
 	# the (empty) cgroups of --cgroup-parent
-	rmdir /sys/fs/cgroup/*/sbx-nomad-test /sys/fs/cgroup/sbx-nomad-test 2> /dev/null
+	rmdir /sys/fs/cgroup/*/"$ND_CG" "/sys/fs/cgroup/$ND_CG" 2> /dev/null
 	return 0
 }
 
