@@ -79,9 +79,9 @@ rc=$?
 ms=$((($(date +%s%N) - s) / 1000000))
 # skipped: it says so and did none of a build's steps (its time is printed,
 # not judged: timing is bench/'s; on a loaded CI machine it took 10 s)
-check "second build is skipped as up to date (${ms} ms): no debootstrap, no layer packed or pushed" \
+check "second build is skipped as up to date (${ms} ms): no mmdebstrap, no layer packed or pushed" \
 	[ $rc -eq 0 -a -n "$(grep -o 'up to date' "$tmp/build2.err")" \
-	-a -z "$(grep -E 'debootstrap|installing|packing layer|pushing to' "$tmp/build2.err")" ]
+	-a -z "$(grep -E 'mmdebstrap|installing|packing layer|pushing to' "$tmp/build2.err")" ]
 
 # 4: tags: build hash and latest, same manifest
 dig() {
