@@ -778,6 +778,13 @@ sb_place() {
 	[[ $1 =~ ^[0-9a-f]{24}$ ]] && p=$(psql_q "SELECT placement_id FROM sandboxes WHERE id = '$1'" 2> /dev/null)
 	echo "${p:-$1}"; }
 
+# dir_kb DIR: what DIR holds on the host, in KiB, all of it but what is
+# mounted under it (du -x: a sandbox's disk image once, not again through
+# its mount); "" when it is gone. A check of what a sandbox costs the host
+# reads its own directory, never the filesystem's free space (df), which
+# other files, stacks and background builds change at the same time.
+dir_kb() { du -skx "$1" 2> /dev/null | cut -f1; }
+
 # sb_runsc_state ID: runsc's status of ID ("" when it does not know it).
 sb_runsc_state() { sb_runsc state "$(sb_place "$1")" 2> /dev/null | jq -r '.status // empty' 2> /dev/null; }
 

@@ -71,7 +71,7 @@ is "$STATUS $(j .data.status)" "201 ready" "sandbox with specs.disk 1: 201 ready
 # the free space of the filesystem (df), which the other stacks' files and
 # the parallel files change at the same time (a CI run saw it drop by
 # 1417 MB while this sandbox held 1 GiB)
-held_kb() { du -skx "$SB_STATE/sandboxes/$(sb_place "$C")" 2> /dev/null | awk '{print $1}'; }
+held_kb() { dir_kb "$SB_STATE/sandboxes/$(sb_place "$C")"; }
 held_before=$(held_kb)
 out=$(SB_EXEC_TIMEOUT=240 sb_exec "$C" 'dd if=/dev/zero of=/big bs=1M count=2048 2>&1; echo "exit=$?"; sync; ls -l /big')
 held_after=$(held_kb)

@@ -102,17 +102,14 @@ out=$(sx "$A" -- cat /proc/meminfo)
 like "$out" 'MemTotal: +262144 kB' "the memory limit is what the sandbox sees (256 MiB)"
 
 # ---- disk: ENOSPC inside, the host bounded by the image ----------------------
-# What the sandbox holds on the host, all of it (its directory: disk image,
-# rootfs, logs; -x: the image once, not again through its mount), not the
-# filesystem's free space (df), which the other files, stacks and the
-# background template builds change at the same time (a CI run saw it
-# fall by 1,383 MiB while this sandbox held 1 GiB).
-held_kb() { du -skx "$STATE/sandboxes/$A" 2> /dev/null | cut -f1; }
-held0=$(held_kb)
+# What the sandbox holds on the host (its directory: disk image, rootfs,
+# logs), not the filesystem's free space (a CI run saw that fall by
+# 1,383 MiB while this sandbox held 1 GiB: a template build beside it).
+held0=$(dir_kb "$STATE/sandboxes/$A")
 out=$(sx "$A" -- sh -c 'dd if=/dev/zero of=/fill bs=1M count=1500 2>&1; sync; df -k / | tail -1')
 like "$out" 'No space left on device' "writing 1.5 GB into a 1 GB disk ends with ENOSPC inside"
 used=$(du -k "$STATE/sandboxes/$A/disk.img" | cut -f1)
-held1=$(held_kb)
+held1=$(dir_kb "$STATE/sandboxes/$A")
 ok "[ -n '$held1' ] && [ $used -le 1048576 ] && [ $(( ${held1:-9999999} - ${held0:-0} )) -lt 1153434 ]" \
 	"the host paid at most the disk size (image uses ${used} KiB; the sandbox's directory grew $(( (${held1:-0} - ${held0:-0}) / 1024 )) MiB)"
 out=$(sx "$A" -- sh -c 'rm -f /fill && echo removed')
