@@ -25,41 +25,22 @@ check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; 
 
 echo "1..12"
 tmp=$(mktemp -d /tmp/sbx-tmpl-test.XXXXXX)
-regpid=""
 rs="runsc --root $tmp/runsc --rootless=false --network=none --overlay2=none"
 cleanup() {
 	local id
 	for id in $(runsc --root "$tmp/runsc" list -quiet 2>/dev/null); do
 		runsc --root "$tmp/runsc" delete -force "$id" >/dev/null 2>&1
 	done
-	if [ -n "$regpid" ]; then
-		kill "$regpid" 2>/dev/null
-		wait "$regpid" 2>/dev/null
-	fi
+	reg_stop
 	rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
 
+. "$top/t/integration/reglib.sh"
 registry=${SBX_REGISTRY:-}
 if [ -z "$registry" ]; then
 	registry=127.0.0.1:25101
-	mkdir -p "$tmp/registry"
-	cat >"$tmp/registry/config.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: ${SBX_TEMPLATE_TEST_STORAGE:-$tmp/registry/storage}
-http:
-  addr: $registry
-EOF
-	docker-registry serve "$tmp/registry/config.yml" >"$tmp/registry/log" 2>&1 </dev/null &
-	regpid=$!
-	for _ in $(seq 50); do
-		curl -sf --noproxy '*' -o /dev/null "http://$registry/v2/" && break
-		sleep 0.1
-	done
+	reg_start "$registry" "$tmp/registry" "${SBX_TEMPLATE_TEST_STORAGE:-$tmp/registry/storage}"
 fi
 reg="http://$registry"
 repo=sbx/templates/debian-12

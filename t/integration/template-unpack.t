@@ -16,44 +16,18 @@
 set -uo pipefail
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
-n=0
-fails=0
-ok() { n=$((n + 1)); echo "ok $n - $1"; }
-nok() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
-check() { local what=$1; shift; if "$@"; then ok "$what"; else nok "$what"; fi; }
+. "$top/t/integration/lib.sh"
+. "$top/t/integration/reglib.sh"
+# check MSG CMD...: one point, CMD's status
+check() { local what=$1; shift; "$@"; ok $? "$what"; }
 
-echo "1..20"
-tmp=$(mktemp -d /tmp/sbx-unpack-test.XXXXXX)
-regpid=""
-cleanup() {
-	if [ -n "$regpid" ]; then
-		kill "$regpid" 2>/dev/null
-		wait "$regpid" 2>/dev/null
-	fi
-	chmod -R u+w "$tmp" 2>/dev/null
-	rm -rf --one-file-system "$tmp"
-}
-trap cleanup EXIT
+plan 20
+tmp=$T_TMP
+t_on_exit reg_stop
 
 registry=127.0.0.1:$((25061 + ${SBX_PORT_SHIFT:-0}))
 reg="http://$registry"
-mkdir -p "$tmp/registry"
-cat >"$tmp/registry/config.yml" <<EOF
-version: 0.1
-log:
-  level: warn
-storage:
-  filesystem:
-    rootdirectory: $tmp/registry/storage
-http:
-  addr: $registry
-EOF
-docker-registry serve "$tmp/registry/config.yml" >"$tmp/registry/log" 2>&1 </dev/null &
-regpid=$!
-for _ in $(seq 100); do
-	curl -sf --noproxy '*' -o /dev/null "$reg/v2/" && break
-	sleep 0.1
-done
+reg_start "$registry" "$tmp/registry" || bail "the test's registry did not answer on $registry"
 
 c() { curl -sS --noproxy '*' --connect-timeout 5 --max-time 60 "$@"; }
 # push_blob REPO FILE: prints its digest
@@ -195,4 +169,4 @@ check "the outside directory is still empty" [ -z "$(ls -A "$tmp/outside")" ]
 # 20: a second unpack of the child is a no-op
 unpack "$st" child >/dev/null 2>"$tmp/u4.err"
 check "a second unpack finds the child present" [ $? -eq 0 -a -n "$(grep -o present "$tmp/u4.err")" ]
-[ $fails = 0 ]
+finish
