@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, slow
 # PUT /sandboxes/{id}/egress switches a running sandbox between all three
 # modes without restarting it (its sentry keeps its pid), and the new policy
 # is in force when the answer arrives: a probe right after the answer sees

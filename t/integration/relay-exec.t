@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, slow
 # The node agent's runtime relay against the running stack, driven over
 # RabbitMQ by t/relay/relayctl exactly as the API would (hop 1 of
 # doc/internal-protocol.md), into real runsc sandboxes made through the API:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, slow
 # A worker killed with SIGKILL in the middle of a create leaves no
 # 'starting' record and, after a reaper pass, nothing on the node (checked
 # by an independent listing: runsc list, mountinfo, loop devices, netns,

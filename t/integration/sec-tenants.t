@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, slow
 # One tenant never reaches another, never fills the host, and cannot lock
 # itself out (issue 8), tried as an attacker would, through the public API,
 # with two organisations:

@@ -1,5 +1,5 @@
 #!/bin/bash
-# test: any stack
+# test: any stack, slow
 # Volumes (API.md "Volumes", issue 12):
 #  - POST/GET/DELETE /volumes with the shapes the official SDKs read, field
 #    by field (size, attached_sandbox_id, the region object, csi_volume_id);
