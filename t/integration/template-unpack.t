@@ -2,7 +2,8 @@
 # test: parallel
 # t/integration/template-unpack.t — TAP: templates/unpack applies an image's
 # layers itself (no umoci): whiteouts, opaque directories, a directory
-# replaced by a file and the other way round, gzip, zstd and plain tar
+# replaced by a file and the other way round, a symbolic link by a file,
+# a hard link of the layer, gzip, zstd and plain tar
 # layers; a child starts from its parent's tree as hard links, and the
 # parent's tree is left as it was; a layer that would write through a
 # symbolic link or outside the tree, or of a media type it does not know,
@@ -21,7 +22,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 # check MSG CMD...: one point, CMD's status
 check() { local what=$1; shift; "$@"; ok $? "$what"; }
 
-plan 20
+plan 21
 tmp=$T_TMP
 t_on_exit reg_stop
 
@@ -75,7 +76,7 @@ tar -C "$tmp/L1" --numeric-owner -cf - . | gzip -n >"$tmp/l1.tgz"
 # L2, zstd: whiteouts, an opaque directory, replacements, a changed file
 cd "$tmp/L2" || exit 1
 : >a/.wh.gone && : >a/opq/.wh..wh..opq && echo z >a/opq/z && echo "now a file" >d2f &&
-	echo c >f2d/c && echo v2 >changed && echo n >new
+	echo c >f2d/c && echo v2 >changed && echo n >new && ln new new2 && echo r >rel
 tar -C "$tmp/L2" --numeric-owner -cf - . | zstd -q >"$tmp/l2.tzst"
 # L3, plain tar
 echo 3 >"$tmp/L3/added3"
@@ -114,7 +115,7 @@ push_image base "$tmp/l1.tgz:$gz" &&
 	push_image oddtype "$tmp/l3.tar:application/vnd.oci.image.layer.v1.tar+bzip2"
 check "images pushed to a registry of the test's own" [ $? -eq 0 ]
 
-# 2-8: the base, then the child over it
+# 2-9: the base, then the child over it
 st=$tmp/state
 unpack "$st" base >"$tmp/u1" 2>"$tmp/u1.err"
 check "the base unpacks" [ $? -eq 0 -a -f "$(root_of "$st" base)/a/gone" ]
@@ -130,24 +131,27 @@ check "child: an opaque directory holds only the layer's entries" \
 check "child: a file replaces a directory, a directory a file, a file a file" \
 	[ -f "$C/d2f" -a "$(cat "$C/d2f" 2>/dev/null)" = "now a file" -a -d "$C/f2d" -a \
 	"$(cat "$C/f2d/c" 2>/dev/null)" = c -a "$(cat "$C/changed" 2>/dev/null)" = v2 ]
+check "child: a file replaces a symbolic link (rel -> a) without following it; a hard link of the layer" \
+	[ -f "$C/rel" -a ! -L "$C/rel" -a "$(cat "$C/rel" 2>/dev/null)" = r -a -L "$B/rel" -a \
+	"$(cat "$B/a/keep" 2>/dev/null)" = k1 -a "$(stat -c %i "$C/new" 2>/dev/null)" = "$(stat -c %i "$C/new2" 2>/dev/null)" ]
 check "child: the zstd and the plain tar layer's files are there, no .wh. file is" \
 	[ "$(cat "$C/new" "$C/added3" 2>/dev/null | tr '\n' ' ')" = "n 3 " -a \
 	-z "$(find "$C" -name '.wh.*')" ]
 
-# 9-10: the base's tree is as it was; what neither layer changed is shared
+# 10-11: the base's tree is as it was; what neither layer changed is shared
 check "the base's tree is untouched (changed, gone, the opaque dir, d2f, f2d)" \
 	[ "$(cat "$B/changed")" = v1 -a -f "$B/a/gone" -a -f "$B/a/opq/x" -a -d "$B/d2f" -a -f "$B/f2d" ]
 check "a file no layer above changed is one inode in both trees" \
 	[ "$(stat -c %i "$B/shared")" = "$(stat -c %i "$C/shared")" -a "$(stat -c %h "$B/shared")" -ge 2 ]
 
-# 11: the same child unpacked alone (every layer) is the same tree
+# 12: the same child unpacked alone (every layer) is the same tree
 listing() { (cd "$1" && find . -printf '%p %y %m %U %G %s %l\n' | sort); }
 unpack "$tmp/alone" child >/dev/null 2>"$tmp/u3.err"
 check "the child unpacked alone (3 layers) is the same tree as over its base" \
 	[ $? -eq 0 -a "$(listing "$(root_of "$tmp/alone" child)")" = "$(listing "$C")" -a \
 	-z "$(grep 'hard links' "$tmp/u3.err")" ]
 
-# 12-19: refused, and nothing left behind
+# 13-20: refused, and nothing left behind
 unpack "$st" evil1 >/dev/null 2>"$tmp/e1.err"
 check "a layer writing through the tree's symbolic link (out -> a host directory) is refused" \
 	[ $? -ne 0 -a ! -e "$tmp/outside/pwned" ]
@@ -166,7 +170,7 @@ check "no half-unpacked directory is left (.unpack.*)" \
 	[ -z "$(find "$st/templates" -maxdepth 2 -name '.unpack.*')" ]
 check "the outside directory is still empty" [ -z "$(ls -A "$tmp/outside")" ]
 
-# 20: a second unpack of the child is a no-op
+# 21: a second unpack of the child is a no-op
 unpack "$st" child >/dev/null 2>"$tmp/u4.err"
 check "a second unpack finds the child present" [ $? -eq 0 -a -n "$(grep -o present "$tmp/u4.err")" ]
 finish
