@@ -30,13 +30,25 @@ SNAPIMG=$SB_STATE/snapshots/images
 TDIR=$SB_STATE/templates/node-22
 MOVED=""
 
+# tmpl_move FROM TO: node-22's version FROM renamed TO as the node sees it:
+# a copy of hard links under TO first, `current` swapped to it in one
+# rename, FROM removed. Never a moment when `current` names nothing: the
+# node's heartbeat registers only the templates whose current/image.json it
+# reads, and one that fell between a rename of FROM and the swap left
+# node-22 out for a reaper interval, in which a create got "Unknown
+# template 'node-22'" (a CI run of 2026-12-05).
+tmpl_move() {
+	cp -al "$TDIR/$1" "$TDIR/$2" &&
+		ln -sfn "$2" "$TDIR/.current.test" && mv -T "$TDIR/.current.test" "$TDIR/current" &&
+		rm -rf --one-file-system "${TDIR:?}/$1"
+}
+
 SNAPS=()
 fs_cleanup() {
 	local s
 	# the "rebuilt" template back as it was
 	if [ -n "$MOVED" ] && [ -d "$TDIR/$MOVED" ]; then
-		mv -T "$TDIR/$MOVED" "$TDIR/$OLDHEX" && ln -sfn "$OLDHEX" "$TDIR/.current.test" &&
-			mv -T "$TDIR/.current.test" "$TDIR/current"
+		tmpl_move "$MOVED" "$OLDHEX"
 	fi
 	for s in "${SNAPS[@]}"; do
 		curl -sS -o /dev/null --cacert "$SBX_CACERT" --max-time 40 -X DELETE -H "$REQ_AUTH" \
@@ -146,9 +158,8 @@ is "$(curl -sS --noproxy '*' -H 'Accept: application/vnd.oci.image.manifest.v1+j
 	"its image: node-22's two layers and its own"
 # "rebuilt": the version S3 stands on is no longer unpacked; current names another
 NEWHEX=$(head -c 32 /dev/urandom | sha256sum | cut -c1-64)
-if [[ $OLDHEX =~ ^[0-9a-f]{64}$ ]] && mv -T "$TDIR/$OLDHEX" "$TDIR/$NEWHEX"; then
+if [[ $OLDHEX =~ ^[0-9a-f]{64}$ ]] && tmpl_move "$OLDHEX" "$NEWHEX"; then
 	MOVED=$NEWHEX
-	ln -sfn "$NEWHEX" "$TDIR/.current.test" && mv -T "$TDIR/.current.test" "$TDIR/current"
 fi
 ok "[ -n '$MOVED' ] && [ ! -e '$TDIR/$OLDHEX' ] && [ -d '$TDIR/current/rootfs' ]" \
 	"node-22 'rebuilt' on the node: ${OLDHEX:0:12} gone, current -> ${NEWHEX:0:12}"
