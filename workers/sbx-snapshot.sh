@@ -68,6 +68,10 @@ xattr_opts=(--xattrs --xattrs-include='user.*' --xattrs-include='security.capabi
 
 c() { curl -sS --noproxy '*' --connect-timeout 5 --max-time 600 "$@"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+# igzip (isal) reads and writes the same gzip ~4x (reading) to 13x (writing)
+# faster than gzip; gzip when it is not installed
+gunzip=gzip
+! command -v igzip >/dev/null || gunzip=igzip
 
 upload_location() {
 	local hdrs loc code
@@ -154,7 +158,13 @@ push() {
 	tar -C "$dir" --sort=name --numeric-owner --format=posix --pax-option=delete=atime,delete=ctime \
 		"${xattr_opts[@]}" --exclude='./run/sbx' --exclude='./.sbx' -cf "$work/layer.tar" .
 	diffid="sha256:$(sha "$work/layer.tar")"
-	gzip -n -6 <"$work/layer.tar" >"$layer"
+	# igzip -3: a layer ~10 % larger than gzip -6's (444 MB of tar: 186
+	# against 169 MB, 1.5 against 20 CPU-s)
+	if [ "$gunzip" = igzip ]; then
+		igzip -n -3 -c <"$work/layer.tar" >"$layer"
+	else
+		gzip -n -6 <"$work/layer.tar" >"$layer"
+	fi
 	rm -f "$work/layer.tar"
 	ldigest="sha256:$(sha "$layer")"
 	lsize=$(stat -c %s "$layer")
@@ -270,7 +280,7 @@ pull() {
 	c -f -o "$tmp/layer.tar.gz" "$reg_url/v2/$irepo/blobs/$ldigest" || die "cannot read the layer of $image"
 	[ "sha256:$(sha "$tmp/layer.tar.gz")" = "$ldigest" ] || die "the layer does not match its digest"
 	mkdir "$tmp/layer"
-	tar -C "$tmp/layer" --numeric-owner "${xattr_opts[@]}" -xpzf "$tmp/layer.tar.gz" ||
+	tar -C "$tmp/layer" --numeric-owner "${xattr_opts[@]}" -I "$gunzip" -xpf "$tmp/layer.tar.gz" ||
 		die "cannot unpack the layer of $image"
 	rm -f "$tmp/layer.tar.gz"
 	to_overlay "$tmp/layer"
