@@ -890,9 +890,14 @@ sb_up() {
 # this stack's leftover. Its directory is made before the rest of a
 # sandbox and removed after it (workers/sandbox.c), so one of its leftovers
 # is never taken for ours; our own are never under another state dir.
+# The same holds for the private node of sandbox-node.t (its state in
+# /tmp/sbx-sbnode.*): its sandboxes' cgroups are under /sbx too, and with
+# --repeat the first stack's next parallel group, where it runs, met another
+# stack's zz-leftovers.t (2026-12-05: "no sbx cgroup of a sandbox without a
+# live record" named six of its sandboxes).
 sb_foreign() {
 	local d
-	for d in ${SBX_TEST_OTHER_STATES:-}; do
+	for d in ${SBX_TEST_OTHER_STATES:-} /tmp/sbx-sbnode.*; do
 		# its own sandboxes, and those Nomad runs there (adopt.c,
 		# nomad_net.c: a Nomad allocation's netns is named sbx-<id> too)
 		[ -e "$d/sandboxes/$1" ] || [ -e "$d/nomad/$1" ] || [ -e "$d/nomad-net/$1" ] && return 0
