@@ -890,14 +890,18 @@ sb_up() {
 # this stack's leftover. Its directory is made before the rest of a
 # sandbox and removed after it (workers/sandbox.c), so one of its leftovers
 # is never taken for ours; our own are never under another state dir.
-# The same holds for the private node of sandbox-node.t (its state in
-# /tmp/sbx-sbnode.*): its sandboxes' cgroups are under /sbx too, and with
+# The same holds for a test's private node (sandbox-node.t: its state made
+# by t_node_state, in /tmp/sbx-sbnode.*): its sandboxes' cgroups are under /sbx too, and with
 # --repeat the first stack's next parallel group, where it runs, met another
 # stack's zz-leftovers.t (2026-12-05: "no sbx cgroup of a sandbox without a
 # live record" named six of its sandboxes).
+T_NODE_STATES=/tmp/sbx-sbnode
+# t_node_state: a new state directory for a test's private node (printed),
+# where sb_foreign looks for its sandboxes
+t_node_state() { mktemp -d "$T_NODE_STATES.XXXXXX"; }
 sb_foreign() {
 	local d
-	for d in ${SBX_TEST_OTHER_STATES:-} /tmp/sbx-sbnode.*; do
+	for d in ${SBX_TEST_OTHER_STATES:-} "$T_NODE_STATES".*; do
 		# its own sandboxes, and those Nomad runs there (adopt.c,
 		# nomad_net.c: a Nomad allocation's netns is named sbx-<id> too)
 		[ -e "$d/sandboxes/$1" ] || [ -e "$d/nomad/$1" ] || [ -e "$d/nomad-net/$1" ] && return 0

@@ -40,7 +40,7 @@ INIT=$(init_bin)
 
 # Our own state directory; the node's templates through a symlink (read-only
 # use: the overlay's lower layer).
-STATE=$(mktemp -d /tmp/sbx-sbnode.XXXXXX)
+STATE=$(t_node_state)
 ln -s "$TEMPLATES" "$STATE/templates"
 UP=sbxt-sbup-$$
 BR=sbxs$(( $$ % 100000 ))
