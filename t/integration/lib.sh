@@ -883,22 +883,24 @@ sb_up() {
 	if [ -n "${SBX_NET_UPLINK:-}" ]; then in_netns "$SBX_NET_UPLINK" "$@"; else "$@"; fi
 }
 
-# sb_foreign ID: ID (a placement id) is a sandbox of another stack on this
-# machine: its directory (or its Nomad notes) is in one of SBX_TEST_OTHER_STATES (state dirs,
-# space-separated; scripts/test runs a second stack beside this one). What
-# is named machine-wide (netns in /run/netns, cgroups) must not count as
-# this stack's leftover. Its directory is made before the rest of a
-# sandbox and removed after it (workers/sandbox.c), so one of its leftovers
-# is never taken for ours; our own are never under another state dir.
-# The same holds for a test's private node (sandbox-node.t: its state made
-# by t_node_state, in /tmp/sbx-sbnode.*): its sandboxes' cgroups are under /sbx too, and with
-# --repeat the first stack's next parallel group, where it runs, met another
-# stack's zz-leftovers.t (2026-12-05: "no sbx cgroup of a sandbox without a
-# live record" named six of its sandboxes).
+# t_node_state: a new state directory (printed) for a test's private node
+# (sandbox-node.t), under T_NODE_STATES, where sb_foreign looks for its
+# sandboxes. A test that runs a node of its own makes its state here.
 T_NODE_STATES=/tmp/sbx-sbnode
-# t_node_state: a new state directory for a test's private node (printed),
-# where sb_foreign looks for its sandboxes
 t_node_state() { mktemp -d "$T_NODE_STATES.XXXXXX"; }
+
+# sb_foreign ID: ID (a placement id) is a sandbox of another stack on this
+# machine: its directory (or its Nomad notes) is in one of
+# SBX_TEST_OTHER_STATES (state dirs, space-separated; scripts/test runs a
+# second stack beside this one). What is named machine-wide (netns in
+# /run/netns, cgroups) must not count as this stack's leftover. Its
+# directory is made before the rest of a sandbox and removed after it
+# (workers/sandbox.c), so one of its leftovers is never taken for ours;
+# our own are never under another state dir. The same holds for a test's
+# private node (t_node_state): its sandboxes' cgroups are under /sbx too,
+# and with --repeat the first stack's next parallel group, where it runs,
+# met another stack's zz-leftovers.t (2026-12-05: "no sbx cgroup of a
+# sandbox without a live record" named six of its sandboxes).
 sb_foreign() {
 	local d
 	for d in ${SBX_TEST_OTHER_STATES:-} "$T_NODE_STATES".*; do
