@@ -119,7 +119,13 @@ is "$(sb_db "$X" status)" ready "X is still ready"
 
 # ---- fork bomb ---------------------------------------------------------------
 T_SECTION=forkbomb
-req nginx POST "/sandboxes/$X/exec" '{"cmd":"bomb() { bomb | bomb & }; bomb 2>/tmp/bomb.err; sleep 60","background":true}'
+# A bomb that holds what it takes: each copy starts two more and waits for
+# them. At the limit bash retries a failed fork for ~15 s, sleeping, before
+# the copy gives up, so every slot stays held while the checks below run,
+# and the bomb sleeps instead of burning CPU. The classic `bomb | bomb &`
+# churns at the sandbox's CPU limit until it is killed: 66 CPU-s of a CI
+# run, more than any other sandbox of it (its `sandbox_stats`, 2026-12-06).
+req nginx POST "/sandboxes/$X/exec" '{"cmd":"bash -c '\''bomb() { bomb & bomb & wait; }; bomb'\'' 2>/tmp/bomb.err; sleep 60","background":true}'
 is "$STATUS" 200 "a fork bomb starts in the background"
 # Causal, not timed: wait until the bomb has met the limit (a fork of its
 # failed), then look. Builtins only (read, case, set): the commands share the
