@@ -9,10 +9,15 @@
  *
  *   fcgi-req -s SOCKET -m METHOD -u RAW_URI [-H 'Name: value']...
  *            [-d BODY | -f FILE | -] [-p NAME=VALUE | -p NAME]... [-t SECONDS]
+ *            [-n COUNT [-P PARALLEL]]
  *
  * SOCKET is a unix socket path, or HOST:PORT on loopback only.
  * -p NAME=VALUE adds or replaces a parameter; -p NAME removes one (to send what
  * a broken or hostile front end might).
+ * -n COUNT sends the request COUNT times, PARALLEL at a time (default 1), each
+ * on its own connection, and prints only each answer's status line (in the
+ * order they end): a burst from one process instead of a shell, a client and
+ * a filter a request (api-recovery.t).
  *
  * Exit status: 0 a response came; 1 usage; 2 connect or I/O error;
  * 3 protocol error (bad record, no END_REQUEST, no CGI header block); 4 timeout.
@@ -38,6 +43,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -294,14 +300,15 @@ static int connect_tcp(const char *spec, int64_t deadline)
 	return sbx_steal_fd(&fd);
 }
 
-/* Parses the header block of the CGI response and prints it the way `curl -i`
- * does. Returns the offset of the body. */
-static size_t print_response_head(const struct buf *out)
+/* Parses the header block of the CGI response: its status ("200" when there
+ * is no Status header) into status, the other headers into hdrs (CRLF after
+ * each). Returns the offset of the body. */
+static size_t response_head(const struct buf *out, char status[128], struct buf *hdrs)
 {
 	const char *p = (const char *)out->p, *end = p + out->len, *line = p;
-	char status[128] = "200";
-	struct buf hdrs = { 0 };
 	size_t body = 0;
+
+	strcpy(status, "200");
 
 	while (line < end) {
 		const char *nl = memchr(line, '\n', (size_t)(end - line));
@@ -322,27 +329,35 @@ static size_t print_response_head(const struct buf *out)
 
 			while (vl && (*v == ' ' || *v == '\t'))
 				v++, vl--;
-			if (vl >= sizeof(status))
-				vl = sizeof(status) - 1;
+			if (vl >= 128)
+				vl = 127;
 			memcpy(status, v, vl);
 			status[vl] = '\0';
-		} else {
-			buf_add(&hdrs, line, len);
-			buf_add(&hdrs, "\r\n", 2);
+		} else if (hdrs) {
+			buf_add(hdrs, line, len);
+			buf_add(hdrs, "\r\n", 2);
 		}
 		line = nl + 1;
 	}
 	if (!body) {
-		buf_free(&hdrs);
 		fwrite(out->p, 1, out->len, stderr);
 		die(EXIT_PROTO, "no CGI header block in the response (%zu bytes of STDOUT)", out->len);
 	}
 	if (strlen(status) < 3 || !isdigit((unsigned char)status[0]) ||
 	    !isdigit((unsigned char)status[1]) || !isdigit((unsigned char)status[2]) ||
-	    (status[3] && status[3] != ' ')) {
-		buf_free(&hdrs);
+	    (status[3] && status[3] != ' '))
 		die(EXIT_PROTO, "bad Status header: '%s'", status);
-	}
+	return body;
+}
+
+/* Prints the head of the response the way `curl -i` does. Returns the offset
+ * of the body. */
+static size_t print_response_head(const struct buf *out)
+{
+	char status[128];
+	struct buf hdrs = { 0 };
+	size_t body = response_head(out, status, &hdrs);
+
 	printf("HTTP/1.1 %s\r\n", status);
 	fwrite(hdrs.p, 1, hdrs.len, stdout);
 	fputs("\r\n", stdout);
@@ -350,11 +365,167 @@ static size_t print_response_head(const struct buf *out)
 	return body;
 }
 
+/* One request on its own connection: sends req, collects the STDOUT records
+ * into out. Dies (exit status above) on any error. */
+static void exchange(const char *sock, const struct buf *req, int64_t deadline, struct buf *out)
+{
+	struct buf inrec = { 0 };
+	cleanup_close int fd = strchr(sock, '/') ? connect_unix(sock, deadline)
+						 : connect_tcp(sock, deadline);
+
+	/* Write and read at the same time: the server may answer (e.g. 413) and
+	 * close before it has read the whole body; then writing stops and the
+	 * answer is still read. */
+	size_t sent = 0;
+	bool writing = true, ended = false, eof = false;
+	uint32_t app_status = 0;
+	int proto_status = -1;
+
+	while (!ended && !eof) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN | (writing ? POLLOUT : 0) };
+		int r = poll(&pfd, 1, remaining_ms(deadline));
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			die(EXIT_IO, "poll: %s", strerror(errno));
+		if (r == 0)
+			continue;
+		if (writing && (pfd.revents & (POLLOUT | POLLERR | POLLHUP))) {
+			ssize_t n = send(fd, req->p + sent, req->len - sent, MSG_NOSIGNAL);
+
+			if (n > 0) {
+				sent += (size_t)n;
+				if (sent == req->len)
+					writing = false;
+			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+				if (errno != EPIPE && errno != ECONNRESET)
+					die(EXIT_IO, "send: %s", strerror(errno));
+				writing = false;
+				fprintf(stderr, "fcgi-req: server closed while %zu of %zu request bytes "
+						"were unsent\n", req->len - sent, req->len);
+			}
+		}
+		if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) {
+			unsigned char tmp[65536];
+			ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
+
+			if (n < 0 && (errno == EAGAIN || errno == EINTR))
+				continue;
+			if (n < 0 && errno != ECONNRESET)
+				die(EXIT_IO, "recv: %s", strerror(errno));
+			if (n <= 0) {
+				eof = true;
+				n = 0;
+			}
+			buf_add(&inrec, tmp, (size_t)n);
+			/* Consume every complete record; a partial one waits for more bytes. */
+			size_t off = 0;
+
+			while (!ended && inrec.len - off >= FCGI_HEADER_LEN) {
+				const unsigned char *h = inrec.p + off;
+				size_t clen = (size_t)h[4] << 8 | h[5], plen = h[6];
+				unsigned id = (unsigned)h[2] << 8 | h[3];
+				const unsigned char *content = h + FCGI_HEADER_LEN;
+
+				if (h[0] != FCGI_VERSION_1)
+					die(EXIT_PROTO, "record with version %u", h[0]);
+				if (inrec.len - off < FCGI_HEADER_LEN + clen + plen)
+					break;
+				if (id != REQUEST_ID && h[1] != FCGI_GET_VALUES_RESULT &&
+				    h[1] != FCGI_UNKNOWN_TYPE)
+					die(EXIT_PROTO, "record for request id %u", id);
+				switch (h[1]) {
+				case FCGI_STDOUT:
+					buf_add(out, content, clen);
+					break;
+				case FCGI_STDERR:
+					if (!clen)
+						break;
+					fputs("fcgi-req: server STDERR: ", stderr);
+					fwrite(content, 1, clen, stderr);
+					if (clen && content[clen - 1] != '\n')
+						fputc('\n', stderr);
+					break;
+				case FCGI_END_REQUEST:
+					if (clen < 8)
+						die(EXIT_PROTO, "short END_REQUEST (%zu bytes)", clen);
+					app_status = (uint32_t)content[0] << 24 | (uint32_t)content[1] << 16 |
+						     (uint32_t)content[2] << 8 | content[3];
+					proto_status = content[4];
+					ended = true;
+					break;
+				case FCGI_GET_VALUES_RESULT:
+				case FCGI_UNKNOWN_TYPE:
+					break;
+				default:
+					die(EXIT_PROTO, "unexpected record type %u", h[1]);
+				}
+				off += FCGI_HEADER_LEN + clen + plen;
+			}
+			if (off) {
+				memmove(inrec.p, inrec.p + off, inrec.len - off);
+				inrec.len -= off;
+			}
+		}
+	}
+	if (!ended)
+		die(EXIT_PROTO, "connection closed without END_REQUEST (%zu bytes of STDOUT, "
+				"%zu of a partial record)", out->len, inrec.len);
+	if (proto_status != FCGI_REQUEST_COMPLETE)
+		die(EXIT_PROTO, "END_REQUEST protocol status %d", proto_status);
+	if (app_status)
+		fprintf(stderr, "fcgi-req: application status %u\n", app_status);
+	buf_free(&inrec);
+}
+
+/* -n: COUNT requests, PARALLEL processes sending them one after another,
+ * each answer's status line written whole. The exit status is the first
+ * failing process's (0 when every request got an answer). */
+static int burst(const char *sock, const struct buf *req, int64_t deadline, long count, long par)
+{
+	pid_t pids[64];
+	int rc = 0;
+
+	fflush(NULL);
+	for (long k = 0; k < par; k++) {
+		pids[k] = fork();
+		if (pids[k] < 0)
+			die(EXIT_IO, "fork: %s", strerror(errno));
+		if (pids[k] == 0) {
+			for (long i = k; i < count; i += par) {
+				struct buf out = { 0 };
+				char status[128], line[160];
+				int n;
+
+				exchange(sock, req, deadline, &out);
+				response_head(&out, status, NULL);
+				n = snprintf(line, sizeof(line), "HTTP/1.1 %s\r\n", status);
+				if (write(STDOUT_FILENO, line, (size_t)n) != n)
+					die(EXIT_IO, "writing a status line: %s", strerror(errno));
+				buf_free(&out);
+			}
+			_exit(0);
+		}
+	}
+	for (long k = 0; k < par; k++) {
+		int st;
+
+		while (waitpid(pids[k], &st, 0) < 0)
+			if (errno != EINTR)
+				die(EXIT_IO, "waitpid: %s", strerror(errno));
+		if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+			rc = WIFEXITED(st) ? WEXITSTATUS(st) : EXIT_IO;
+	}
+	return rc;
+}
+
 static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
 	fputs("usage: fcgi-req -s SOCKET -m METHOD -u RAW_URI [-H 'Name: value']...\n"
-	      "                [-d BODY | -f FILE | -] [-p NAME=VALUE | -p NAME]... [-t SECONDS]\n",
+	      "                [-d BODY | -f FILE | -] [-p NAME=VALUE | -p NAME]... [-t SECONDS]\n"
+	      "                [-n COUNT [-P PARALLEL]]\n",
 	      stderr);
 	exit(EXIT_USAGE);
 }
@@ -365,11 +536,11 @@ int main(int argc, char **argv)
 	const char *headers[256], *overrides[256];
 	size_t nheaders = 0, noverrides = 0;
 	bool from_stdin = false, have_body = false;
-	long timeout = 30;
-	struct buf body = { 0 }, req = { 0 }, pbuf = { 0 }, out = { 0 }, inrec = { 0 };
+	long timeout = 30, count = 0, par = 1;
+	struct buf body = { 0 }, req = { 0 }, pbuf = { 0 }, out = { 0 };
 	int c;
 
-	while ((c = getopt(argc, argv, "s:m:u:H:d:f:p:t:h")) != -1) {
+	while ((c = getopt(argc, argv, "s:m:u:H:d:f:p:t:n:P:h")) != -1) {
 		switch (c) {
 		case 's': sock = optarg; break;
 		case 'm': method = optarg; break;
@@ -392,6 +563,19 @@ int main(int argc, char **argv)
 			timeout = strtol(optarg, &end, 10);
 			if (*end || timeout < 1 || timeout > 86400)
 				die(EXIT_USAGE, "bad timeout %s", optarg);
+			break;
+		}
+		case 'n':
+		case 'P': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+
+			if (*end || v < 1 || v > (c == 'n' ? 100000 : 64))
+				die(EXIT_USAGE, "bad -%c %s (1..%d)", c, optarg, c == 'n' ? 100000 : 64);
+			if (c == 'n')
+				count = v;
+			else
+				par = v;
 			break;
 		}
 		default: usage();
@@ -499,112 +683,19 @@ int main(int argc, char **argv)
 		add_records(&req, FCGI_STDIN, body.p, body.len);
 	add_records(&req, FCGI_STDIN, NULL, 0);
 
-	cleanup_close int fd = strchr(sock, '/') ? connect_unix(sock, deadline)
-						 : connect_tcp(sock, deadline);
+	if (count) {
+		int rc = burst(sock, &req, deadline, count, par < count ? par : count);
 
-	/* Write and read at the same time: the server may answer (e.g. 413) and
-	 * close before it has read the whole body; then writing stops and the
-	 * answer is still read. */
-	size_t sent = 0;
-	bool writing = true, ended = false, eof = false;
-	uint32_t app_status = 0;
-	int proto_status = -1;
-
-	while (!ended && !eof) {
-		struct pollfd pfd = { .fd = fd, .events = POLLIN | (writing ? POLLOUT : 0) };
-		int r = poll(&pfd, 1, remaining_ms(deadline));
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0)
-			die(EXIT_IO, "poll: %s", strerror(errno));
-		if (r == 0)
-			continue;
-		if (writing && (pfd.revents & (POLLOUT | POLLERR | POLLHUP))) {
-			ssize_t n = send(fd, req.p + sent, req.len - sent, MSG_NOSIGNAL);
-
-			if (n > 0) {
-				sent += (size_t)n;
-				if (sent == req.len)
-					writing = false;
-			} else if (n < 0 && errno != EAGAIN && errno != EINTR) {
-				if (errno != EPIPE && errno != ECONNRESET)
-					die(EXIT_IO, "send: %s", strerror(errno));
-				writing = false;
-				fprintf(stderr, "fcgi-req: server closed while %zu of %zu request bytes "
-						"were unsent\n", req.len - sent, req.len);
-			}
+		buf_free(&body);
+		buf_free(&req);
+		buf_free(&pbuf);
+		for (size_t i = 0; i < nparams; i++) {
+			free(params[i].name);
+			free(params[i].value);
 		}
-		if (pfd.revents & (POLLIN | POLLERR | POLLHUP)) {
-			unsigned char tmp[65536];
-			ssize_t n = recv(fd, tmp, sizeof(tmp), 0);
-
-			if (n < 0 && (errno == EAGAIN || errno == EINTR))
-				continue;
-			if (n < 0 && errno != ECONNRESET)
-				die(EXIT_IO, "recv: %s", strerror(errno));
-			if (n <= 0) {
-				eof = true;
-				n = 0;
-			}
-			buf_add(&inrec, tmp, (size_t)n);
-			/* Consume every complete record; a partial one waits for more bytes. */
-			size_t off = 0;
-
-			while (!ended && inrec.len - off >= FCGI_HEADER_LEN) {
-				const unsigned char *h = inrec.p + off;
-				size_t clen = (size_t)h[4] << 8 | h[5], plen = h[6];
-				unsigned id = (unsigned)h[2] << 8 | h[3];
-				const unsigned char *content = h + FCGI_HEADER_LEN;
-
-				if (h[0] != FCGI_VERSION_1)
-					die(EXIT_PROTO, "record with version %u", h[0]);
-				if (inrec.len - off < FCGI_HEADER_LEN + clen + plen)
-					break;
-				if (id != REQUEST_ID && h[1] != FCGI_GET_VALUES_RESULT &&
-				    h[1] != FCGI_UNKNOWN_TYPE)
-					die(EXIT_PROTO, "record for request id %u", id);
-				switch (h[1]) {
-				case FCGI_STDOUT:
-					buf_add(&out, content, clen);
-					break;
-				case FCGI_STDERR:
-					if (!clen)
-						break;
-					fputs("fcgi-req: server STDERR: ", stderr);
-					fwrite(content, 1, clen, stderr);
-					if (clen && content[clen - 1] != '\n')
-						fputc('\n', stderr);
-					break;
-				case FCGI_END_REQUEST:
-					if (clen < 8)
-						die(EXIT_PROTO, "short END_REQUEST (%zu bytes)", clen);
-					app_status = (uint32_t)content[0] << 24 | (uint32_t)content[1] << 16 |
-						     (uint32_t)content[2] << 8 | content[3];
-					proto_status = content[4];
-					ended = true;
-					break;
-				case FCGI_GET_VALUES_RESULT:
-				case FCGI_UNKNOWN_TYPE:
-					break;
-				default:
-					die(EXIT_PROTO, "unexpected record type %u", h[1]);
-				}
-				off += FCGI_HEADER_LEN + clen + plen;
-			}
-			if (off) {
-				memmove(inrec.p, inrec.p + off, inrec.len - off);
-				inrec.len -= off;
-			}
-		}
+		return rc;
 	}
-	if (!ended)
-		die(EXIT_PROTO, "connection closed without END_REQUEST (%zu bytes of STDOUT, "
-				"%zu of a partial record)", out.len, inrec.len);
-	if (proto_status != FCGI_REQUEST_COMPLETE)
-		die(EXIT_PROTO, "END_REQUEST protocol status %d", proto_status);
-	if (app_status)
-		fprintf(stderr, "fcgi-req: application status %u\n", app_status);
+	exchange(sock, &req, deadline, &out);
 
 	size_t off = print_response_head(&out);
 
@@ -615,7 +706,6 @@ int main(int argc, char **argv)
 	buf_free(&req);
 	buf_free(&pbuf);
 	buf_free(&out);
-	buf_free(&inrec);
 	for (size_t i = 0; i < nparams; i++) {
 		free(params[i].name);
 		free(params[i].value);
