@@ -5,7 +5,7 @@
  *   jget [-r]... FILTER < JSON
  *
  * When FILTER is a plain path (.key, [N], chained, optionally followed by
- * " // empty") and the input is one JSON value whose path gives a string, an
+ * " // empty" or " | strings") and the input is one JSON value whose path gives a string, an
  * integer below 2^53, true, false or null, jget prints what `jq -r FILTER`
  * prints. Anything else (another filter or option, input that is not one
  * JSON value, a path through the wrong type, a number with a fraction, an
@@ -97,23 +97,32 @@ read_all(char **buf, size_t *len)
 	return 0;
 }
 
+enum { SUFFIX_NONE, SUFFIX_ALT_EMPTY, SUFFIX_STRINGS };
+
 /*
  * Follows the plain path p (.key and [N] steps) from v. Returns the value
  * (json_null() for a missing key or index, as jq), or NULL when jq would
- * fail or the path is not plain. *alt is set when " // empty" ends it.
+ * fail or the path is not plain. *suffix says whether " // empty" (null and
+ * false print nothing) or " | strings" (only a string prints) ends it.
  */
 static json_t *
-follow(json_t *v, const char *p, int *alt)
+follow(json_t *v, const char *p, int *suffix)
 {
-	static const char alt_suffix[] = " // empty";
-	size_t plen = strlen(p), slen = sizeof(alt_suffix) - 1;
+	static const char *const suffixes[] = { [SUFFIX_ALT_EMPTY] = " // empty",
+						[SUFFIX_STRINGS] = " | strings" };
+	size_t plen = strlen(p);
 	const char *end = p + plen;
 	char key[256];
 
-	*alt = 0;
-	if (plen > slen && strcmp(end - slen, alt_suffix) == 0) {
-		*alt = 1;
-		end -= slen;
+	*suffix = SUFFIX_NONE;
+	for (int k = SUFFIX_ALT_EMPTY; k <= SUFFIX_STRINGS; k++) {
+		size_t slen = strlen(suffixes[k]);
+
+		if (plen > slen && strcmp(end - slen, suffixes[k]) == 0) {
+			*suffix = k;
+			end -= slen;
+			break;
+		}
 	}
 	if (p == end)
 		return NULL;
@@ -166,7 +175,7 @@ main(int argc, char **argv)
 {
 	char *buf;
 	size_t len;
-	int i = 1, alt;
+	int i = 1, suffix;
 	json_t *root, *v;
 	json_error_t err;
 
@@ -181,11 +190,15 @@ main(int argc, char **argv)
 	root = json_loadb(buf, len, JSON_DECODE_ANY, &err);
 	if (!root)
 		to_jq(argv, buf, len);
-	v = follow(root, argv[i], &alt);
+	v = follow(root, argv[i], &suffix);
 	if (!v)
 		to_jq(argv, buf, len);
-	if (alt && (json_is_null(v) || json_is_false(v)))
+	if ((suffix == SUFFIX_ALT_EMPTY && (json_is_null(v) || json_is_false(v))) ||
+	    (suffix == SUFFIX_STRINGS && !json_is_string(v))) {
+		json_decref(root);
+		free(buf);
 		return 0;
+	}
 	switch (json_typeof(v)) {
 	case JSON_STRING:
 		fwrite(json_string_value(v), 1, json_string_length(v), stdout);
