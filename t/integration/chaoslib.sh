@@ -246,7 +246,7 @@ ch_probe() {
 		-d '{"cmd":"echo probe","timeout_seconds":10}' -o "$b" -w '%{http_code}' "$SBX_URL/sandboxes/$id/exec" 2> /dev/null)
 	CH_PROBE+=", exec $out"
 	local exec_ok=0
-	if [ "$out" != 200 ] || [ "$(jq -r .data.stdout "$b" 2> /dev/null)" != probe ]; then
+	if [ "$out" != 200 ] || [ "$(${T_JGET:-jq} -r .data.stdout < "$b" 2> /dev/null)" != probe ]; then
 		exec_ok=1
 		CH_PROBE+=" ($(head -c 200 "$b"))"
 	fi

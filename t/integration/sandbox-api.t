@@ -111,11 +111,12 @@ for mode in $MODES; do
 		runsc_before=$(sb_runsc list -quiet)
 		reqid="it-sbapi-$RANDOM$RANDOM"
 		req $mode POST /sandboxes "{\"egress\":$eg}" -H "X-Request-Id: $reqid"
-		is "$STATUS" 400 "egress $(jq -r .mode <<< "$eg"): 400"
-		error_shape "egress" "egress $(jq -r .mode <<< "$eg")"
+		egm=$(${T_JGET:-jq} -r .mode <<< "$eg")
+		is "$STATUS" 400 "egress $egm: 400"
+		error_shape "egress" "egress $egm"
 		is "$(count_org) $(psql_q "SELECT count(*) FROM sandboxes WHERE request_id = '$reqid'")" "$before 0" \
-			"egress $(jq -r .mode <<< "$eg"): no record written"
-		is "$(sb_new_of_org "$runsc_before" "$ORG")" "" "egress $(jq -r .mode <<< "$eg"): no container made (runsc list)"
+			"egress $egm: no record written"
+		is "$(sb_new_of_org "$runsc_before" "$ORG")" "" "egress $egm: no container made (runsc list)"
 	done
 
 	req $mode GET /sandbox/templates
