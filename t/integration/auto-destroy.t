@@ -28,7 +28,9 @@ MAXLIFE=$(conf_get max_lifetime)
 fresh_org it-autodestroy
 secs_between() { psql_q "SELECT round(extract(epoch FROM (expires_at - created_at))) FROM sandboxes WHERE id = '$1'"; }
 vexec() {
-	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c}')"
+	local b
+	exec_body_v b "$2"
+	req nginx POST "/sandboxes/$1/exec" "$b"
 	OUT=$(j .data.stdout)
 }
 

@@ -473,20 +473,21 @@ done
 T_JSON_CE[8]='\b' T_JSON_CE[9]='\t' T_JSON_CE[10]='\n' T_JSON_CE[12]='\f' T_JSON_CE[13]='\r'
 unset _i _h
 json_str_v() {
-	local -n _json_str_out=$1
-	local s=$2 LC_ALL=C i
-	if [[ $s == *[$'\x7f'-$'\xff']* ]]; then
-		_json_str_out=$(jq -nc --arg s "$s" '$s')
+	# (locals named so that no caller's VAR is one of them)
+	local -n _js_out=$1
+	local _js_s=$2 LC_ALL=C _js_i
+	if [[ $_js_s == *[$'\x7f'-$'\xff']* ]]; then
+		_js_out=$(jq -nc --arg s "$_js_s" '$s')
 		return
 	fi
-	s=${s//\\/\\\\}
-	s=${s//\"/\\\"}
-	if [[ $s == *[$'\x01'-$'\x1f']* ]]; then
-		for i in "${!T_JSON_CC[@]}"; do
-			s=${s//"${T_JSON_CC[i]}"/"${T_JSON_CE[i]}"}
+	_js_s=${_js_s//\\/\\\\}
+	_js_s=${_js_s//\"/\\\"}
+	if [[ $_js_s == *[$'\x01'-$'\x1f']* ]]; then
+		for _js_i in "${!T_JSON_CC[@]}"; do
+			_js_s=${_js_s//"${T_JSON_CC[_js_i]}"/"${T_JSON_CE[_js_i]}"}
 		done
 	fi
-	_json_str_out="\"$s\""
+	_js_out="\"$_js_s\""
 }
 
 # is_json: the last body is one JSON value.
@@ -1079,9 +1080,9 @@ rt_begin() {
 # snap_status ID SNAP: the status of snapshot SNAP in sandbox ID's list;
 # snap_settled ID SNAP: it is ready or failed.
 sexec() {
-	local c
-	json_str_v c "$2"
-	req nginx POST "/sandboxes/$1/exec" "{\"cmd\":$c,\"timeout_seconds\":120}"
+	local b
+	exec_body_v b "$2" '"timeout_seconds":120'
+	req nginx POST "/sandboxes/$1/exec" "$b"
 	OUT=$(j .data.stdout)
 	CODE=$(j .data.exit_code)
 }
@@ -1206,13 +1207,20 @@ rt_body() {
 	fi
 }
 
+# exec_body_v VAR CMD [MEMBERS]: VAR is the exec body {"cmd":CMD,MEMBERS}
+# (MEMBERS: more members as JSON, e.g. '"timeout_seconds":60'), made
+# without a process.
+exec_body_v() {
+	local _eb_cmd
+	json_str_v _eb_cmd "$2"
+	printf -v "$1" '{"cmd":%s%s}' "$_eb_cmd" "${3:+,$3}"
+}
+
 # rt_json CMD [TIMEOUT] [STREAM]: an exec body; rt_json_v VAR CMD...: into
 # VAR (no subshell). TIMEOUT and STREAM are JSON as they are (a number; true
 # or false).
 rt_json_v() {
-	local c
-	json_str_v c "$2"
-	printf -v "$1" '{"cmd":%s,"timeout_seconds":%s,"stream":%s}' "$c" "${3:-30}" "${4:-false}"
+	exec_body_v "$1" "$2" "\"timeout_seconds\":${3:-30},\"stream\":${4:-false}"
 }
 rt_json() {
 	local b

@@ -43,7 +43,9 @@ RFC3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
 fresh_org it-pause
 
 vexec() {
-	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:60}')"
+	local b
+	exec_body_v b "$2" '"timeout_seconds":60'
+	req nginx POST "/sandboxes/$1/exec" "$b"
 	OUT=$(j .data.stdout)
 	CODE=$(j .data.exit_code)
 }

@@ -89,7 +89,8 @@ for M in $MODES; do
 
 	# --- exit codes
 	for c in "exit 0:0" "false:1" "exit 255:255" 'kill -9 $$:137' "no-such-command-xyz:127"; do
-		exec_req $M "$(jq -nc --arg c "${c%:*}" '{cmd:$c}')"
+		exec_body_v body "${c%:*}"
+		exec_req $M "$body"
 		is "$STATUS:$(j .data.exit_code)" "200:${c##*:}" "exit code of '${c%:*}' is ${c##*:}"
 	done
 done

@@ -23,7 +23,9 @@ gone() { ! kill -0 "$1" 2> /dev/null; }
 
 # bg_start CMD: starts a background process; PID is its pid.
 bg_start() {
-	req nginx POST "/sandboxes/$A/exec" "$(jq -nc --arg c "$1" '{cmd:$c, background:true}')"
+	local b
+	exec_body_v b "$1" '"background":true'
+	req nginx POST "/sandboxes/$A/exec" "$b"
 	PID=$(j '.data.pid // empty')
 }
 

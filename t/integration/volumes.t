@@ -50,7 +50,9 @@ psql_q "UPDATE orgs SET max_volumes = 100, max_volume_gb = 100000, max_sandboxes
 
 # vexec ID CMD: runs CMD through the API; OUT, ERR and CODE.
 vexec() {
-	req nginx POST "/sandboxes/$1/exec" "$(jq -nc --arg c "$2" '{cmd:$c, timeout_seconds:120}')"
+	local b
+	exec_body_v b "$2" '"timeout_seconds":120'
+	req nginx POST "/sandboxes/$1/exec" "$b"
 	OUT=$(j .data.stdout)
 	ERR=$(j .data.stderr)
 	CODE=$(j .data.exit_code)
