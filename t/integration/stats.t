@@ -70,6 +70,7 @@ like "$(cur pids) $(cur timestamp)" "^[0-9]+ [0-9T:.-]+Z$" "host tasks ($(cur pi
 T_SECTION=memory
 mem0=$(cur memUsed)
 hold='exec python3 -c '"'"'import time; b = b"x" * (100 << 20); open("/tmp/held", "w").close(); time.sleep(600)'"'"
+body=
 exec_body_v body "$hold" '"background":true'
 req nginx POST "/sandboxes/$ID/exec" "$body"
 is "$STATUS" 200 "a process that holds 100 MB"
