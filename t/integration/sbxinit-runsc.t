@@ -140,18 +140,20 @@ is "$out" still-here "SIGTERM to PID 1 is ignored: the sandbox lives until runsc
 # ---- timings: channel vs runsc exec -----------------------------------------
 bench=$(timeout 120 "$CTL" "$SOCK" bench 100 -- /bin/true)
 like "$bench" '^n=100 p50_us=[0-9]+' "100 sequential execs of true through the channel"
+# ten runsc execs beside it, for the diag's comparison (bench/ has the
+# numbers that matter; a hundred here cost ~10 CPU-s of a CI run)
 times=()
-for i in $(seq 1 100); do
-	t0=$(date +%s%N)
+for i in $(seq 1 10); do
+	t0=${EPOCHREALTIME//[!0-9]/}
 	"${RUNSC[@]}" exec "$ID" /bin/true < /dev/null > /dev/null 2>&1 || break
-	times+=($((($(date +%s%N) - t0) / 1000)))
+	times+=($((${EPOCHREALTIME//[!0-9]/} - t0)))
 done
-is "${#times[@]}" 100 "100 runsc exec of the same"
-p50=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 50p)
-p99=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 99p)
+is "${#times[@]}" 10 "10 runsc exec of the same"
+p50=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 5p)
+max=$(printf '%s\n' "${times[@]}" | sort -n | sed -n 10p)
 diag "channel PING round trip:   $("$CTL" "$SOCK" ping 100)"
 diag "channel exec of /bin/true: $bench"
-diag "runsc exec of /bin/true:   n=${#times[@]} p50_us=$p50 p99_us=$p99"
+diag "runsc exec of /bin/true:   n=${#times[@]} p50_us=$p50 max_us=$max"
 
 # ---- clean up by id, checked independently -----------------------------------
 runsc --root "$STATE" delete -force "$ID" > /dev/null 2>&1
