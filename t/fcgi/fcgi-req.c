@@ -683,25 +683,19 @@ int main(int argc, char **argv)
 		add_records(&req, FCGI_STDIN, body.p, body.len);
 	add_records(&req, FCGI_STDIN, NULL, 0);
 
+	int rc = 0;
+
 	if (count) {
-		int rc = burst(sock, &req, deadline, count, par < count ? par : count);
+		rc = burst(sock, &req, deadline, count, par < count ? par : count);
+	} else {
+		exchange(sock, &req, deadline, &out);
 
-		buf_free(&body);
-		buf_free(&req);
-		buf_free(&pbuf);
-		for (size_t i = 0; i < nparams; i++) {
-			free(params[i].name);
-			free(params[i].value);
-		}
-		return rc;
+		size_t off = print_response_head(&out);
+
+		fwrite(out.p + off, 1, out.len - off, stdout);
+		if (fflush(stdout) == EOF)
+			die(EXIT_IO, "writing the response: %s", strerror(errno));
 	}
-	exchange(sock, &req, deadline, &out);
-
-	size_t off = print_response_head(&out);
-
-	fwrite(out.p + off, 1, out.len - off, stdout);
-	if (fflush(stdout) == EOF)
-		die(EXIT_IO, "writing the response: %s", strerror(errno));
 	buf_free(&body);
 	buf_free(&req);
 	buf_free(&pbuf);
@@ -710,5 +704,5 @@ int main(int argc, char **argv)
 		free(params[i].name);
 		free(params[i].value);
 	}
-	return 0;
+	return rc;
 }
