@@ -67,6 +67,7 @@ enum {
 	FCGI_HEADER_LEN = 8,
 	FCGI_MAX_CONTENT = 65535,
 	REQUEST_ID = 1,
+	STATUS_MAX = 128, /* a Status header's value, NUL included */
 };
 
 enum { EXIT_USAGE = 1, EXIT_IO = 2, EXIT_PROTO = 3, EXIT_TIMEOUT = 4 };
@@ -303,7 +304,7 @@ static int connect_tcp(const char *spec, int64_t deadline)
 /* Parses the header block of the CGI response: its status ("200" when there
  * is no Status header) into status, the other headers into hdrs (CRLF after
  * each). Returns the offset of the body. */
-static size_t response_head(const struct buf *out, char status[128], struct buf *hdrs)
+static size_t response_head(const struct buf *out, char status[STATUS_MAX], struct buf *hdrs)
 {
 	const char *p = (const char *)out->p, *end = p + out->len, *line = p;
 	size_t body = 0;
@@ -329,8 +330,8 @@ static size_t response_head(const struct buf *out, char status[128], struct buf 
 
 			while (vl && (*v == ' ' || *v == '\t'))
 				v++, vl--;
-			if (vl >= 128)
-				vl = 127;
+			if (vl >= STATUS_MAX)
+				vl = STATUS_MAX - 1;
 			memcpy(status, v, vl);
 			status[vl] = '\0';
 		} else if (hdrs) {
@@ -354,7 +355,7 @@ static size_t response_head(const struct buf *out, char status[128], struct buf 
  * of the body. */
 static size_t print_response_head(const struct buf *out)
 {
-	char status[128];
+	char status[STATUS_MAX];
 	struct buf hdrs = { 0 };
 	size_t body = response_head(out, status, &hdrs);
 
@@ -495,7 +496,7 @@ static int burst(const char *sock, const struct buf *req, int64_t deadline, long
 		if (pids[k] == 0) {
 			for (long i = k; i < count; i += par) {
 				struct buf out = { 0 };
-				char status[128], line[160];
+				char status[STATUS_MAX], line[STATUS_MAX + 32];
 				int n;
 
 				exchange(sock, req, deadline, &out);

@@ -28,9 +28,7 @@ MAXLIFE=$(conf_get max_lifetime)
 fresh_org it-autodestroy
 secs_between() { psql_q "SELECT round(extract(epoch FROM (expires_at - created_at))) FROM sandboxes WHERE id = '$1'"; }
 vexec() {
-	local b
-	exec_body_v b "$2"
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2"
 	OUT=$(j .data.stdout)
 }
 

@@ -28,9 +28,7 @@ fake_cleanup() { [ -z "$FAKE" ] || rm -rf --one-file-system "$FAKE"; }
 t_on_exit rt_kill_bg sb_cleanup snap_cleanup fake_cleanup restore_conf
 
 sexec() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":60'
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2" '"timeout_seconds":60'
 	OUT=$(j .data.stdout)
 }
 # snapshot ID NAME: a ready snapshot of ID (SNAP)

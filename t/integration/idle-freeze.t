@@ -48,11 +48,7 @@ node_agent_log_has() { log_since "$RT_MARK" | grep -qF "$1"; }
 # /tmp lives on the sandbox's disk), so reading it does not touch the sandbox.
 host_counter() { cat "$SB_STATE/sandboxes/$(sb_place "$1")/disk/tmp/$2" 2> /dev/null; }
 # exec_json ID CMD: a JSON exec through nginx (STATUS, BODY).
-exec_json() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":30'
-	req nginx POST "/sandboxes/$1/exec" "$b"
-}
+exec_json() { exec_post "$1" "$2" '"timeout_seconds":30'; }
 # idle_period: the node agent has seen B idle for a whole period since now:
 # B is thawed by an exec, then found frozen again.
 idle_period() {

@@ -1080,9 +1080,7 @@ rt_begin() {
 # snap_status ID SNAP: the status of snapshot SNAP in sandbox ID's list;
 # snap_settled ID SNAP: it is ready or failed.
 sexec() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":120'
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2" '"timeout_seconds":120'
 	OUT=$(j .data.stdout)
 	CODE=$(j .data.exit_code)
 }
@@ -1214,6 +1212,14 @@ exec_body_v() {
 	local _eb_cmd
 	json_str_v _eb_cmd "$2"
 	printf -v "$1" '{"cmd":%s%s}' "$_eb_cmd" "${3:+,$3}"
+}
+
+# exec_post ID CMD [MEMBERS]: POST /sandboxes/ID/exec through nginx with
+# that body (STATUS, BODY).
+exec_post() {
+	local b
+	exec_body_v b "$2" "${3:-}"
+	req nginx POST "/sandboxes/$1/exec" "$b"
 }
 
 # rt_json CMD [TIMEOUT] [STREAM]: an exec body; rt_json_v VAR CMD...: into

@@ -43,9 +43,7 @@ RFC3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
 fresh_org it-pause
 
 vexec() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":60'
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2" '"timeout_seconds":60'
 	OUT=$(j .data.stdout)
 	CODE=$(j .data.exit_code)
 }

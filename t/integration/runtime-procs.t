@@ -23,9 +23,7 @@ gone() { ! kill -0 "$1" 2> /dev/null; }
 
 # bg_start CMD: starts a background process; PID is its pid.
 bg_start() {
-	local b
-	exec_body_v b "$1" '"background":true'
-	req nginx POST "/sandboxes/$A/exec" "$b"
+	exec_post "$A" "$1" '"background":true'
 	PID=$(j '.data.pid // empty')
 }
 

@@ -36,9 +36,7 @@ fresh_org it-stats
 OTHER_AUTH="Authorization: Bearer $(new_key "$(new_org it-stats-other)")"
 
 vexec() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":120'
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2" '"timeout_seconds":120'
 	OUT=$(j .data.stdout)
 }
 stats() { req nginx GET "/sandboxes/$1/stats${2:-}"; }
@@ -70,9 +68,7 @@ like "$(cur pids) $(cur timestamp)" "^[0-9]+ [0-9T:.-]+Z$" "host tasks ($(cur pi
 T_SECTION=memory
 mem0=$(cur memUsed)
 hold='exec python3 -c '"'"'import time; b = b"x" * (100 << 20); open("/tmp/held", "w").close(); time.sleep(600)'"'"
-body=
-exec_body_v body "$hold" '"background":true'
-req nginx POST "/sandboxes/$ID/exec" "$body"
+exec_post "$ID" "$hold" '"background":true'
 is "$STATUS" 200 "a process that holds 100 MB"
 PID=$(j .data.pid)
 wait_until 60 test -e "$SB_STATE/sandboxes/$(sb_place "$ID")/disk/tmp/held"

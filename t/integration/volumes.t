@@ -50,9 +50,7 @@ psql_q "UPDATE orgs SET max_volumes = 100, max_volume_gb = 100000, max_sandboxes
 
 # vexec ID CMD: runs CMD through the API; OUT, ERR and CODE.
 vexec() {
-	local b
-	exec_body_v b "$2" '"timeout_seconds":120'
-	req nginx POST "/sandboxes/$1/exec" "$b"
+	exec_post "$1" "$2" '"timeout_seconds":120'
 	OUT=$(j .data.stdout)
 	ERR=$(j .data.stderr)
 	CODE=$(j .data.exit_code)

@@ -5,14 +5,15 @@
  *   jget [-r]... FILTER < JSON
  *
  * When FILTER is a plain path (.key, [N], chained, optionally followed by
- * " // empty" or " | strings") and the input is one JSON value whose path gives a string, an
- * integer below 2^53, true, false or null, jget prints what `jq -r FILTER`
- * prints. Anything else (another filter or option, input that is not one
- * JSON value, a path through the wrong type, a number with a fraction, an
- * object or array to print) is handed to jq itself, with the same
- * arguments and the same input: the answer is always jq's. Why: jq 1.6
- * compiles its builtins at every start, ~30 ms of CPU on a slow machine,
- * and a CI run asks it ~2,500 times (doc/testing.md "Where the CPU goes").
+ * " // empty" or " | strings") and the input is one JSON value whose path
+ * gives a string, an integer below 2^53, true, false or null, jget prints
+ * what `jq -r FILTER` prints. Anything else (another filter or option,
+ * input that is not one JSON value, a path through the wrong type, a number
+ * with a fraction, an object or array to print) is handed to jq itself, with
+ * the same arguments and the same input: the answer is always jq's.
+ * Why: jq 1.6 compiles its builtins at every start, ~30 ms of CPU on a slow
+ * machine, and a CI run asks it ~2,500 times (doc/testing.md "Where the CPU
+ * goes").
  */
 #define _GNU_SOURCE
 #include <errno.h>
