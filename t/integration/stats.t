@@ -35,10 +35,6 @@ MB=1048576
 fresh_org it-stats
 OTHER_AUTH="Authorization: Bearer $(new_key "$(new_org it-stats-other)")"
 
-vexec() {
-	exec_post "$1" "$2" '"timeout_seconds":120'
-	OUT=$(j .data.stdout)
-}
 stats() { req nginx GET "/sandboxes/$1/stats${2:-}"; }
 cur() { j ".data.current.$1"; }
 # mem_above ID BYTES: the memory in use exceeds BYTES (for wait_until)
@@ -83,7 +79,7 @@ req nginx POST "/sandboxes/$ID/processes/$PID/signal" '{"signal":"KILL"}'
 T_SECTION=cpu
 stats "$ID"
 cpu0=$(cur cpuSeconds)
-vexec "$ID" 'timeout 5 sh -c "while :; do :; done"; echo done'
+sexec "$ID" 'timeout 5 sh -c "while :; do :; done"; echo done'
 is "$OUT" done "a 5 s busy loop"
 stats "$ID"
 cpu1=$(cur cpuSeconds)
@@ -96,7 +92,7 @@ ok "[ \"\$(jq -n '$(j .data.average.cpu.totalInPercentage) > 0')\" = true ]" \
 # ---- disk -----------------------------------------------------------------------------
 T_SECTION=disk
 d0=$(cur diskUsed)
-vexec "$ID" 'dd if=/dev/urandom of=/root/big bs=1M count=200 2>/dev/null && sync && echo written'
+sexec "$ID" 'dd if=/dev/urandom of=/root/big bs=1M count=200 2>/dev/null && sync && echo written'
 is "$OUT" written "a 200 MB file written"
 wait_until 30 disk_above "$ID" $((d0 + 190 * MB))
 ok $? "disk in use rises by 200 MB ($((d0 / MB)) -> $(($(cur diskUsed) / MB)) MB of $(($(cur diskTotal) / MB)))"

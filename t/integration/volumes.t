@@ -48,12 +48,10 @@ fresh_org it-volumes
 # room for the budget test: the plan's volume limits are not what is tested here
 psql_q "UPDATE orgs SET max_volumes = 100, max_volume_gb = 100000, max_sandboxes = 20 WHERE id = '$ORG'" > /dev/null
 
-# vexec ID CMD: runs CMD through the API; OUT, ERR and CODE.
+# vexec ID CMD: lib's sexec (OUT and CODE), and ERR.
 vexec() {
-	exec_post "$1" "$2" '"timeout_seconds":120'
-	OUT=$(j .data.stdout)
+	sexec "$1" "$2"
 	ERR=$(j .data.stderr)
-	CODE=$(j .data.exit_code)
 }
 RFC3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
 img_of() { echo "$VOLDIR/$1.img"; }
