@@ -165,11 +165,41 @@ check_port_free() {
 # Launch CMD detached from our terminal and process group; output to LOG.
 # setsid does not fork here (a background job of a script is no group
 # leader), so $! is the daemon's own pid.
+# LAUNCH_PART=NAME: the daemon counts in the stack's part NAME (in_part).
 launch() {
 	local log=$1
 	shift
-	setsid "$@" </dev/null >>"$log" 2>&1 &
+	if [ -n "${LAUNCH_PART:-}" ] && [ -n "${SBX_CPU_PARTS:-}" ] && [ -n "${SBX_CPU_STACK:-}" ]; then
+		(cpu_part "$SBX_CPU_STACK/$LAUNCH_PART"; exec setsid "$@") </dev/null >>"$log" 2>&1 &
+	else
+		setsid "$@" </dev/null >>"$log" 2>&1 &
+	fi
 	LAUNCHED_PID=$!
+}
+
+# cpu_part NAME: this shell, and what it starts from now on, count in the
+# cpuacct cgroup NAME under $SBX_CPU_PARTS (scripts/test makes that
+# directory for a run, cgroup v1; unset: nothing happens). A cgroup's
+# cpuacct.usage is every nanosecond the scheduler gave its tasks, kernel
+# work (fork, exec, page faults, exit) and short-lived processes included,
+# whether or not they are still there to be asked.
+cpu_part() {
+	[ -n "${SBX_CPU_PARTS:-}" ] || return 0
+	mkdir -p "$SBX_CPU_PARTS/$1" 2> /dev/null &&
+		echo "$BASHPID" > "$SBX_CPU_PARTS/$1/cgroup.procs" 2> /dev/null || :
+}
+
+# in_part NAME CMD...: CMD (a daemon's start) in a subshell that counts in
+# the part $SBX_CPU_STACK/NAME (scripts/test names each stack's part);
+# without one, CMD as it is.
+in_part() {
+	local n=$1
+	shift
+	if [ -n "${SBX_CPU_PARTS:-}" ] && [ -n "${SBX_CPU_STACK:-}" ]; then
+		(cpu_part "$SBX_CPU_STACK/$n"; exec "$@")
+	else
+		"$@"
+	fi
 }
 
 secret() {
