@@ -27,10 +27,6 @@ MAXLIFE=$(conf_get max_lifetime)
 
 fresh_org it-autodestroy
 secs_between() { psql_q "SELECT round(extract(epoch FROM (expires_at - created_at))) FROM sandboxes WHERE id = '$1'"; }
-vexec() {
-	exec_post "$1" "$2"
-	OUT=$(j .data.stdout)
-}
 
 # ---- autoDestroy + destroyTimeout ---------------------------------------------------
 T_SECTION=autoDestroy
@@ -59,7 +55,7 @@ is "$STATUS $(j .data.one_shot)" "201 true" "oneShot: shown"
 req nginx POST "/sandboxes/$O/exec" '{"cmd":"sleep 30","background":true}'
 is "$STATUS" 200 "a background command"
 is "$(sb_db "$O" "coalesce(destroy_reason, '-')")" "-" "does not end a one-shot sandbox"
-vexec "$O" 'echo main'
+sexec "$O" 'echo main'
 is "$STATUS $OUT" "200 main" "its main command runs and answers"
 wait_until $LIMIT sb_status_is "$O" destroyed
 is "$(sb_db "$O" "status || ' ' || coalesce(destroy_reason, '-')")" "destroyed one_shot_stopped" \
@@ -70,7 +66,7 @@ req nginx GET "/sandboxes/$O"
 is "$(j .data.status) $(j .data.destroy_reason)" "destroyed one_shot_stopped" "GET shows it"
 sb_create nginx '{"name":"it-ad-normal","specs":{"memory":256,"disk":1}}'
 N=$SB_ID
-vexec "$N" 'echo x'
+sexec "$N" 'echo x'
 is "$(sb_db "$N" "coalesce(destroy_requested_at::text, '-')")" "-" "a sandbox without oneShot lives on after a command"
 
 # ---- idle timeout and keep-alive ---------------------------------------------------------

@@ -27,10 +27,6 @@ FAKE=""
 fake_cleanup() { [ -z "$FAKE" ] || rm -rf --one-file-system "$FAKE"; }
 t_on_exit rt_kill_bg sb_cleanup snap_cleanup fake_cleanup restore_conf
 
-sexec() {
-	exec_post "$1" "$2" '"timeout_seconds":60'
-	OUT=$(j .data.stdout)
-}
 # snapshot ID NAME: a ready snapshot of ID (SNAP)
 snapshot() {
 	req nginx POST "/sandboxes/$1/snapshots" "{\"name\":\"$2\"}"
@@ -47,7 +43,7 @@ sb_create nginx '{"name":"it-disk-a","specs":{"memory":256,"disk":1}}'
 A=$SB_ID
 is "$STATUS $(j .data.status)" "201 ready" "sandbox A"
 TEMPLATE=$(j .data.template)
-sexec "$A" 'echo kept > /root/mark && sync && cat /root/mark'
+sexec "$A" 'echo kept > /root/mark && sync && cat /root/mark' 60
 is "$OUT" kept "A writes a file"
 snapshot "$A" it-disk-1
 ok $? "snapshot S1 of A"
@@ -94,7 +90,7 @@ req nginx POST "/sandboxes/$A/snapshots" '{"name":"it-disk-3"}'
 is "$STATUS" 503 "a snapshot: 503"
 like "$(j .message)" "$REASON" "... saying why ($(j .message))"
 [ "$STATUS" = 202 ] && SNAPS+=("$(j .data.id)")
-sexec "$A" 'cat /root/mark'
+sexec "$A" 'cat /root/mark' 60
 is "$OUT" kept "a running sandbox goes on running commands"
 
 # ---- what is unused goes, what is used stays ---------------------------------------------
@@ -107,7 +103,7 @@ wait_until 30 fake_gone
 ok $? "the old template version no sandbox uses is removed"
 ok "[ -d '$SNAPIMG/$S1/layer' ]" "S1's layer, which B stands on, stays"
 ok "[ -d '$TDIR/$CUR/rootfs' ] && [ \"\$(readlink '$TDIR/current')\" = '$CUR' ]" "the current template version stays"
-sexec "$B" 'cat /root/mark'
+sexec "$B" 'cat /root/mark' 60
 is "$OUT" kept "B runs commands and sees its snapshot's file"
 like "$(log_since "$mark" | grep -F 'disk pressure: removed' | head -n1)" "removed the unused" "the node logs what it removed"
 

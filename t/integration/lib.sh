@@ -1076,11 +1076,12 @@ rt_begin() {
 	t_on_exit rt_kill_bg sb_cleanup
 }
 
-# sexec ID CMD: runs CMD through the API (nginx); OUT and CODE.
+# sexec ID CMD [SECS]: runs CMD through the API (nginx), bounded by SECS
+# (timeout_seconds, 120 unless given); OUT and CODE.
 # snap_status ID SNAP: the status of snapshot SNAP in sandbox ID's list;
 # snap_settled ID SNAP: it is ready or failed.
 sexec() {
-	exec_post "$1" "$2" '"timeout_seconds":120'
+	exec_post "$1" "$2" "\"timeout_seconds\":${3:-120}"
 	OUT=$(j .data.stdout)
 	CODE=$(j .data.exit_code)
 }

@@ -42,13 +42,8 @@ RFC3339='^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$'
 
 fresh_org it-pause
 
-vexec() {
-	exec_post "$1" "$2" '"timeout_seconds":60'
-	OUT=$(j .data.stdout)
-	CODE=$(j .data.exit_code)
-}
 # counter ID: "TOKEN COUNT" as the background process last wrote it
-counter() { vexec "$1" 'cat /root/counter'; echo "$OUT"; }
+counter() { sexec "$1" 'cat /root/counter' 60; echo "$OUT"; }
 wait_status() { # ID STATUS: /wait, then the status it settled at
 	req nginx GET "/sandboxes/$1/wait?timeout=60"
 	[ "$(j .data.status)" = "$2" ]
@@ -71,7 +66,7 @@ is "$STATUS" 204 "a counting program written"
 req nginx POST "/sandboxes/$ID/exec" '{"background":true,"cmd":"exec python3 /root/count.py"}'
 is "$STATUS" 200 "a background process counting in memory"
 wait_until 10 eval '[ -n "$(counter "$ID")" ]'
-vexec "$ID" 'echo kept > /root/before.txt && echo ok'
+sexec "$ID" 'echo kept > /root/before.txt && echo ok' 60
 is "$OUT" ok "a file written before the pause"
 c0=$(counter "$ID")
 like "$c0" '^[0-9a-f]+ [0-9]+$' "the counter runs ($c0)"
@@ -112,9 +107,9 @@ tok0=${c0%% *} n0=${c0##* } tok1=${c1%% *} n1=${c1##* } n2=${c2##* }
 is "$tok1" "$tok0" "the same process: its in-memory token survived ($tok0)"
 ok "[ '${n1:-0}' -ge '$n0' ] && [ '${n2:-0}' -gt '${n1:-0}' ]" \
 	"its in-memory counter goes on after the resume ($n0 before, $n1 then $n2 after)"
-vexec "$ID" 'cat /root/before.txt'
+sexec "$ID" 'cat /root/before.txt' 60
 is "$OUT" kept "the file written before the pause is there"
-vexec "$ID" 'echo after > /root/after.txt && cat /root/after.txt'
+sexec "$ID" 'echo after > /root/after.txt && cat /root/after.txt' 60
 is "$CODE $OUT" "0 after" "commands and writes work after the resume"
 req nginx POST "/sandboxes/$ID/resume"
 is "$STATUS" 400 "resume of a ready sandbox: 400"
@@ -216,7 +211,7 @@ P=$(sb_place "$ID")
 ok "[ ! -e '$SB_STATE/sandboxes/$P/checkpoint' ] && [ '$(sb_runsc_state "$ID")' = running ]" \
 	"its checkpoint is removed and the restored container runs (one copy of the sandbox)"
 wait_until 30 node_consuming_since "$mark"
-vexec "$ID" 'cat /root/counter'
+sexec "$ID" 'cat /root/counter' 60
 c5=$OUT
 is "$CODE ${c5%% *}" "0 $tok0" "its channel is open again: exec answers, the same process, from the checkpoint"
 sleep 0.5
