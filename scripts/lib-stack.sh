@@ -165,15 +165,12 @@ check_port_free() {
 # Launch CMD detached from our terminal and process group; output to LOG.
 # setsid does not fork here (a background job of a script is no group
 # leader), so $! is the daemon's own pid.
-# LAUNCH_PART=NAME: the daemon counts in the stack's part NAME (in_part).
+# LAUNCH_PART=NAME: the daemon counts in the stack's part NAME (stack_part);
+# the subshell execs setsid, so $! is still the daemon's pid.
 launch() {
 	local log=$1
 	shift
-	if [ -n "${LAUNCH_PART:-}" ] && [ -n "${SBX_CPU_PARTS:-}" ] && [ -n "${SBX_CPU_STACK:-}" ]; then
-		(cpu_part "$SBX_CPU_STACK/$LAUNCH_PART"; exec setsid "$@") </dev/null >>"$log" 2>&1 &
-	else
-		setsid "$@" </dev/null >>"$log" 2>&1 &
-	fi
+	(stack_part "${LAUNCH_PART:-}"; exec setsid "$@") </dev/null >>"$log" 2>&1 &
 	LAUNCHED_PID=$!
 }
 
@@ -189,17 +186,19 @@ cpu_part() {
 		echo "$BASHPID" > "$SBX_CPU_PARTS/$1/cgroup.procs" 2> /dev/null || :
 }
 
+# stack_part NAME: this shell counts in the part $SBX_CPU_STACK/NAME (a
+# stack's daemon: scripts/test names each stack's part); nothing without a
+# NAME or a stack part.
+stack_part() {
+	[ -z "$1" ] || [ -z "${SBX_CPU_STACK:-}" ] || cpu_part "$SBX_CPU_STACK/$1"
+}
+
 # in_part NAME CMD...: CMD (a daemon's start) in a subshell that counts in
-# the part $SBX_CPU_STACK/NAME (scripts/test names each stack's part);
-# without one, CMD as it is.
+# the stack's part NAME (stack_part).
 in_part() {
 	local n=$1
 	shift
-	if [ -n "${SBX_CPU_PARTS:-}" ] && [ -n "${SBX_CPU_STACK:-}" ]; then
-		(cpu_part "$SBX_CPU_STACK/$n"; exec "$@")
-	else
-		"$@"
-	fi
+	(stack_part "$n"; exec "$@")
 }
 
 secret() {
