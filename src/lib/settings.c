@@ -169,7 +169,7 @@ const struct sbx_setting sbx_settings[] = {
 	{ "warm_pool_cpu", SBX_ST_INT, "1000", 1, 2000, R, WRK, "cpu (MHz shares) of a warm pool sandbox" },
 	{ "warm_pool_memory_mb", SBX_ST_INT, "512", 1, 1048576, R, WRK, "memory (MB) of a warm pool sandbox" },
 	{ "warm_pool_disk_gb", SBX_ST_INT, "1", 1, 5, R, WRK, "disk (GB) of a warm pool sandbox" },
-	{ "idle_freeze_ms", SBX_ST_INT, "10000", 0, 86400000, R, WRK,
+	{ "idle_freeze_ms", SBX_ST_INT, "2000", 0, 86400000, R, WRK,
 	  "milliseconds without requests after which a sandbox with no process running inside is frozen "
 	  "(no host CPU; thawed by its next request); 0: never" },
 
