@@ -7,6 +7,7 @@ import hashlib, os, socket, struct
 
 VERSION = 3
 HELLO, AUTH, AUTH_OK = 0x87, 0x0B, 0x8A
+PING, EXEC, STATUS, PONG, STATUS_R = 0x01, 0x02, 0x0C, 0x81, 0x8B
 
 
 def mac(key, role, nonce, sid):
@@ -65,3 +66,20 @@ def serve_handshake(c, key, sid):
         raise ValueError("the host did not prove the key")
     c.sendall(frame(AUTH_OK, 0, mac(key, "init", p[:16], sid)))
     return c
+
+
+def serve_until_exec(c):
+    """A stand-in's wait for the EXEC it is there for. The node agent may
+    speak first on its own: a liveness PING, or the idle pass's STATUS
+    before it freezes a quiet sandbox (2 s after its last operation by
+    default); each is answered as sbx-init would, STATUS with one process
+    running, so that the sandbox is not frozen under the test. Returns the
+    EXEC's stream and payload."""
+    while True:
+        t, st, p = read_frame(c)
+        if t == EXEC:
+            return st, p
+        if t == PING:
+            c.sendall(frame(PONG, st, p))
+        elif t == STATUS:
+            c.sendall(frame(STATUS_R, 0, struct.pack(">I", 1)))

@@ -208,13 +208,14 @@ wait_until 30 sh -c "RELAY_PLACEMENT=$(sb_place "$A") '$R' -T 5 exec '$A' -- tru
 sock=$SB_STATE/sandboxes/$(sb_place "$D")/disk/chan/channel.sock
 mv "$sock" "$sock.real"
 # fake_init KEY: a stand-in sbx-init on D's socket that proves KEY, then
-# answers one EXEC with a malformed frame.
+# answers one EXEC with a malformed frame (a PING or the idle pass's STATUS
+# the node sends before it is answered as sbx-init would: serve_until_exec).
 fake_init() {
 	# the handshake names what the node knows D by: its placement
 	python3 - "$sock" "$1" "$(sb_place "$D")" "$(dirname "$0")" > /dev/null 2>&1 << 'EOF_PY' &
 import socket, struct, sys, time
 sys.path.insert(0, sys.argv[4])
-from chanlib import read_frame, serve_handshake
+from chanlib import serve_handshake, serve_until_exec
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
 while True:
     c, _ = s.accept()
@@ -223,7 +224,7 @@ while True:
     except Exception:
         c.close()
         continue
-    t, stream, p = read_frame(c)
+    stream, p = serve_until_exec(c)
     c.sendall(struct.pack(">IBI", 5, 0x83, stream))
     time.sleep(5)
     break
@@ -247,7 +248,8 @@ wait $fp 2> /dev/null
 rm -f "$sock"
 
 # ---- a lost connection's verdict waits in the loop's ticks, not in the loop ----
-# (a stand-in proves D's key, takes the EXEC, then closes the connection and
+# (a stand-in proves D's key, takes the EXEC (answering what the node asks
+# on its own before it: serve_until_exec), then closes the connection and
 # goes with its socket: the node sees EOF from a sandbox whose sentry runs,
 # and cannot dial it again. It used to wait for that in the loop, up to 2 s,
 # with every other sandbox's frames unread; now the loop's ticks look every
@@ -262,11 +264,11 @@ python3 - "$sock" "$(cat "$SB_STATE/sandboxes/$(sb_place "$D")/chan.key")" "$(sb
 	> /dev/null 2>&1 << 'EOF_PY' &
 import os, socket, sys
 sys.path.insert(0, sys.argv[4])
-from chanlib import read_frame, serve_handshake
+from chanlib import serve_handshake, serve_until_exec
 s = socket.socket(socket.AF_UNIX); s.bind(sys.argv[1]); s.listen(16)
 c, _ = s.accept()
 serve_handshake(c, sys.argv[2], sys.argv[3])
-read_frame(c)
+serve_until_exec(c)
 s.close(); os.unlink(sys.argv[1]); c.close()
 EOF_PY
 fp=$!
