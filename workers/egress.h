@@ -21,6 +21,10 @@ int egress_apply(const struct net_config *c, const char *sandbox_id, const struc
  * up in the map, as egress_apply does). */
 int egress_apply_at(const struct net_config *c, const char *sandbox_id, const char *ip, const struct sbx_egress *p,
 		    sbx_err *err);
+/* egress_apply_at for a network net_sandbox_create has just made, which is
+ * deny_all already: deny_all sends nothing to the kernel (egress.c). */
+int egress_apply_new(const struct net_config *c, const char *sandbox_id, const char *ip, const struct sbx_egress *p,
+		     sbx_err *err);
 
 /* The same with the hostnames already resolved: res[i] for p->allow[i]
  * (only hostname entries are read; NULL: none resolved). */

@@ -659,7 +659,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step_to(&k, "egress");
 	if (write_resolv_conf(&p, ns.gw, err) < 0)
 		goto fail;
-	if (s->egress && egress_apply_at(c->net, s->id, ns.ip, s->egress, err) < 0)
+	if (s->egress && egress_apply_new(c->net, s->id, ns.ip, s->egress, err) < 0)
 		goto fail;
 	step_to(&k, "bundle");
 	if (oci_write_bundle(c, s, &p, lower, image_env, key_hex, err) < 0)
