@@ -659,8 +659,8 @@ fail:
  * Returns -1, having removed nothing of the table, when the address is
  * another's or the transaction fails: the caller then does the listing
  * teardown. */
-static int teardown_at(const struct net_config *c, const char *id, const struct net_sandbox *ns,
-		       const struct subnet *sn, const char *ip, sbx_err *err)
+static int teardown_at(const struct net_config *c, const char *id, const struct subnet *sn, const char *ip,
+		       sbx_err *err)
 {
 	cleanup_buf struct buf b = { 0 };
 	struct in_addr a;
@@ -673,8 +673,6 @@ static int teardown_at(const struct net_config *c, const char *id, const struct 
 	if ((addr & sn->mask) != sn->net)
 		return sbx_err_set(err, 500, "net", "recorded address %s is not in %s", ip, c->subnet);
 	if (bridge_name(c, (addr - sn->net) >> BLOCK_BITS, br, err) < 0)
-		return -1;
-	if (teardown(c, id, ns, T_VETH | T_NETNS, err) < 0)
 		return -1;
 	bprintf(&b,
 		"add chain " TABLE " " CHAIN_ALLOW "%s\n"
@@ -709,13 +707,20 @@ static int destroy_at(const struct net_config *c, const char *sandbox_id, const 
 		return teardown(c, sandbox_id, &ns, T_NETNS, err) < 0 ? sbx_err_ctx(err, "sandbox network destroy") : 0;
 	if (check_config(c, &sn, err) < 0)
 		return sbx_err_ctx(err, "sandbox network destroy");
+	/* The sandbox's veth and namespace before the lock: they are its own
+	 * (named by its id), and their removal waits out RCU grace periods in
+	 * the kernel (~10 ms each on 2 vCPUs), which under the lock made a
+	 * thousand destroys wait for each other. The listing teardown below
+	 * finds them gone. */
+	if (ip && *ip && teardown(c, sandbox_id, &ns, T_VETH | T_NETNS, err) < 0)
+		return sbx_err_ctx(err, "sandbox network destroy");
 	/* Under the lock: the address is free once its element goes. */
 	lock = net_lock(c, err);
 	if (lock < 0)
 		return sbx_err_ctx(err, "sandbox network destroy");
 	if (ip && *ip) {
 		sbx_err e2 = SBX_ERR_INIT;
-		if (teardown_at(c, sandbox_id, &ns, &sn, ip, &e2) == 0)
+		if (teardown_at(c, sandbox_id, &sn, ip, &e2) == 0)
 			return 0;
 		log_info("sandbox %s: network by its address %s: %s; listing instead", sandbox_id, ip, e2.msg);
 	}
