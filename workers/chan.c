@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 #include <jansson.h>
@@ -23,6 +24,14 @@
 #include "relay_int.h"
 
 #define IN_CAP (SBX_FRAME_HDR + SBX_FRAME_MAX_PAYLOAD)
+/* A channel reads into IN_MIN bytes until a frame needs more, then into
+ * IN_CAP of their own mapping, given back once the channel has no op; its
+ * out buffer starts at OUT_MIN and goes when empty and idle: an idle
+ * sandbox's channel holds IN_MIN. 256 KiB in and 64 KiB out for each of a
+ * thousand channels made the agent's heap ~130 MB, and every op's fork
+ * copied what of it was touched (in_grow, chan_trim). */
+#define IN_MIN 4096
+#define OUT_MIN 4096
 /* Past OUT_SOFT unsent bytes on a channel, no more stdin/file data is framed
  * (control frames still are); past OUT_HARD sbx-init is not reading at all:
  * the channel is dropped rather than grown. */
@@ -35,6 +44,54 @@
 #define READ_ROUNDS 8 /* reads per wake-up per channel: fairness */
 
 /* ---- channels ---- */
+
+static void in_free(struct chan *c)
+{
+	if (c->in_cap == IN_CAP)
+		munmap(c->in, IN_CAP);
+	else
+		free(c->in);
+	c->in = NULL;
+	c->in_cap = 0;
+}
+
+/* A full buffer that is not IN_CAP yet: a frame longer than it is coming. */
+static int in_grow(struct chan *c)
+{
+	uint8_t *p;
+
+	if (c->in_cap >= IN_CAP)
+		return 0;
+	p = mmap(NULL, IN_CAP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	memcpy(p, c->in, c->in_len);
+	free(c->in);
+	c->in = p;
+	c->in_cap = IN_CAP;
+	return 0;
+}
+
+/* Once no op runs: in back to IN_MIN when nothing is buffered (a stream's
+ * frames keep it at IN_CAP while they come), out freed when all of it is
+ * sent (the handshake's frames wait there). */
+static void chan_trim(struct chan *c)
+{
+	uint8_t *p;
+
+	if (c->nops)
+		return;
+	if (c->in && c->in_cap == IN_CAP && !c->in_len && (p = malloc(IN_MIN))) {
+		munmap(c->in, IN_CAP);
+		c->in = p;
+		c->in_cap = IN_MIN;
+	}
+	if (c->out && !c->hs && c->out_off == c->out_len) {
+		free(c->out);
+		c->out = NULL;
+		c->out_off = c->out_len = c->out_cap = 0;
+	}
+}
 
 struct chan *chan_find(struct relay *r, const char *id)
 {
@@ -119,9 +176,9 @@ void chan_close(struct relay *r, struct chan *c)
 		c->hs = NULL;
 		r->nopening--;
 	}
-	free(c->in);
+	in_free(c);
 	free(c->out);
-	c->in = c->out = NULL;
+	c->out = NULL;
 	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
 	c->want_out = false;
 	c->ping_at = 0;
@@ -134,12 +191,12 @@ static int chan_attach(struct relay *r, struct chan *c, int fd, sbx_err *err)
 	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
 	int fl = fcntl(fd, F_GETFL);
 
-	c->in = malloc(IN_CAP);
+	c->in = malloc(IN_MIN);
+	c->in_cap = c->in ? IN_MIN : 0;
 	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || !c->in ||
 	    epoll_ctl(r->ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
 		close(fd);
-		free(c->in);
-		c->in = NULL;
+		in_free(c);
 		return sbx_err_sys(err, "internal", "channel setup");
 	}
 	c->fd = fd;
@@ -318,7 +375,7 @@ int chan_send(struct relay *r, struct chan *c, uint8_t type, uint32_t stream, co
 		need = c->out_len + SBX_FRAME_HDR + n;
 	}
 	if (need > c->out_cap) {
-		size_t cap = c->out_cap ? c->out_cap : 64 * 1024;
+		size_t cap = c->out_cap ? c->out_cap : OUT_MIN;
 		uint8_t *np;
 		while (cap < need)
 			cap *= 2;
@@ -741,13 +798,20 @@ void chan_read(struct relay *r, struct chan *c)
 	 * after each read was the cost of a read */
 	for (struct rop *o = c->ops; o; o = o->cnext)
 		op_flush(r, o);
+	chan_trim(c);
 }
 
 static void chan_read_rounds(struct relay *r, struct chan *c)
 {
 	for (int round = 0; round < READ_ROUNDS && c->fd >= 0 && !c->doomed; round++) {
-		ssize_t n = read(c->fd, c->in + c->in_len, IN_CAP - c->in_len);
+		ssize_t n;
 		size_t off = 0;
+
+		if (c->in_len == c->in_cap && in_grow(c) < 0) {
+			chan_doom(c, DOOM_WEDGED, "out of memory");
+			return;
+		}
+		n = read(c->fd, c->in + c->in_len, c->in_cap - c->in_len);
 
 		if (n < 0 && errno == EINTR)
 			continue;

@@ -27,7 +27,7 @@ struct chan {
 	int fd;                  /* -1: not connected */
 	uint32_t next_stream;
 	uint8_t *in;
-	size_t in_len;
+	size_t in_len, in_cap; /* in_cap: IN_MIN or IN_CAP (chan.c) */
 	uint8_t *out;
 	size_t out_off, out_len, out_cap;
 	bool want_out;
