@@ -33,6 +33,12 @@ int disk_mounts_under(const char *dir, char ***out, size_t *n);
  * *loop (when not NULL): the minor of the loop device one of the mounts
  * stood on, -1 when none did. */
 int disk_umount_all(const char *dir, int *loop, sbx_err *err);
+/* disk_umount_all for the mount points a sandbox's start makes under dir
+ * (rootfs, volume, disk), without reading mountinfo: 0 when each is
+ * unmounted or was none, 1 when one is busy (the caller then scans with
+ * disk_umount_all). A mount it does not know stays, and
+ * disk_rm_sandbox_dir never enters it: the caller scans when that fails. */
+int disk_umount_known(const char *dir, int *loop);
 /* Loop devices (numbers, backing files) whose backing file is under dir;
  * free devs with free() and files with host_strv_free. */
 int disk_loops_under(const char *dir, int **devs, char ***files, size_t *n);

@@ -442,7 +442,7 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		return sbx_err_ctx(err, "destroy %s", id);
 	}
 	step_to(&k, "umount");
-	if (disk_umount_all(p.dir, &loop, &e2) < 0 && rc == 0) {
+	if (disk_umount_known(p.dir, &loop) != 0 && disk_umount_all(p.dir, &loop, &e2) < 0 && rc == 0) {
 		*err = e2;
 		rc = -1;
 	}
@@ -471,8 +471,14 @@ static int teardown(const struct sandbox_node_cfg *c, const char *id, sbx_err *e
 		log_warnx("sandbox %s: %s; the orphan pass removes it later", id, e2.msg);
 	step_to(&k, "dir");
 	if (rc == 0 && !keep_dir && disk_rm_sandbox_dir(c, id, &e2) < 0) {
-		*err = e2;
-		rc = -1;
+		/* a mount the start does not make (disk_umount_known): found by
+		 * the scan, then the directory again */
+		sbx_err_clear(&e2);
+		if (disk_umount_all(p.dir, &loop, &e2) < 0 || disk_loops_free(p.dir, loop, &e2) < 0 ||
+		    disk_rm_sandbox_dir(c, id, &e2) < 0) {
+			*err = e2;
+			rc = -1;
+		}
 	}
 	step_to(&k, NULL);
 	if (rc == 0)

@@ -83,7 +83,7 @@ leftovers() {
 	echo "${out# }"
 }
 
-plan 33
+plan 34
 
 ip netns add "$UP" || bail "cannot make netns $UP"
 ctl net-setup 2> "$T_TMP/err" || bail "net-setup: $(cat "$T_TMP/err")"
@@ -143,8 +143,14 @@ out=$(sx "$B" -- echo neighbour-ok)
 like "$out" neighbour-ok "and runs commands"
 
 # ---- destroy leaves nothing --------------------------------------------------------
+# A mount no start makes (a tmpfs in B's directory, as an operator's by
+# hand): destroy unmounts the start's own without reading mountinfo, and
+# finds this one by the scan when the directory will not go.
+mkdir "$STATE/sandboxes/$B/extra" && mount -t tmpfs -o size=1m sbx-extra "$STATE/sandboxes/$B/extra" &&
+	echo kept > "$STATE/sandboxes/$B/extra/f"
+ok $? "a tmpfs mounted in B's directory by hand"
 ctl destroy "$A" 2> "$T_TMP/err" && ctl destroy "$B" 2>> "$T_TMP/err"
-ok $? "destroy both ($(head -c 300 "$T_TMP/err"))"
+ok $? "destroy both, B with the tmpfs ($(head -c 300 "$T_TMP/err"))"
 is "$(leftovers "$A" "$B")" "" "nothing left: runsc list, mountinfo, losetup, ip netns, nft, state dir, cgroups, processes"
 is "$(ctl list)" "" "sandbox_list finds nothing either"
 ctl destroy "$A" 2> "$T_TMP/err"
