@@ -126,10 +126,22 @@ int disk_mounts_under(const char *dir, char ***out, size_t *n)
 	return 0;
 }
 
-/* Unmounts everything at or below dir. A busy mount is detached lazily (the
- * container is gone by then; what holds it is a namespace on its way out). */
 static bool loop_under(int num, const char *dir, size_t dl, char *bf);
 
+/* The loop device a mount (st: its root) stands on whose image is under
+ * dir (the sandbox's disk, not a volume), for disk_loops_free; two such:
+ * none known (-2 until the caller's end, then -1), so that it scans. */
+static void loop_note(int *loop, const struct stat *st, const char *dir)
+{
+	char bf[PATH_MAX + 1];
+
+	if (loop && *loop != -2 && major(st->st_dev) == LOOP_MAJOR &&
+	    loop_under((int)minor(st->st_dev), dir, strlen(dir), bf))
+		*loop = *loop == -1 || *loop == (int)minor(st->st_dev) ? (int)minor(st->st_dev) : -2;
+}
+
+/* Unmounts everything at or below dir. A busy mount is detached lazily (the
+ * container is gone by then; what holds it is a namespace on its way out). */
 int disk_umount_all(const char *dir, int *loop, sbx_err *err)
 {
 	if (loop)
@@ -149,13 +161,8 @@ int disk_umount_all(const char *dir, int *loop, sbx_err *err)
 		}
 		for (size_t i = 0; i < n; i++) {
 			struct stat st;
-			char bf[PATH_MAX + 1];
-			/* the loop device a mount stands on whose image is under dir
-			 * (the sandbox's disk, not a volume), for disk_loops_free;
-			 * two such: none known (-2 until the end), so that it scans */
-			if (loop && *loop != -2 && m[i] && stat(m[i], &st) == 0 && major(st.st_dev) == LOOP_MAJOR &&
-			    loop_under((int)minor(st.st_dev), dir, strlen(dir), bf))
-				*loop = *loop == -1 || *loop == (int)minor(st.st_dev) ? (int)minor(st.st_dev) : -2;
+			if (loop && m[i] && stat(m[i], &st) == 0)
+				loop_note(loop, &st, dir);
 			if (m[i] && umount2(m[i], UMOUNT_NOFOLLOW) < 0 && errno != EINVAL && errno != ENOENT) {
 				busy = true;
 				if (pass == 2 && umount2(m[i], UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
@@ -186,7 +193,7 @@ int disk_umount_known(const char *dir, int *loop)
 	if (loop)
 		*loop = -1;
 	for (size_t i = 0; i < sizeof(start_mounts) / sizeof(start_mounts[0]); i++) {
-		char path[PATH_MAX], bf[PATH_MAX + 1];
+		char path[PATH_MAX];
 		struct stat st;
 
 		if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, start_mounts[i]) >= sizeof(path))
@@ -195,9 +202,7 @@ int disk_umount_known(const char *dir, int *loop)
 		for (int k = 0; k < 8; k++) {
 			if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
 				break;
-			if (loop && *loop != -2 && major(st.st_dev) == LOOP_MAJOR &&
-			    loop_under((int)minor(st.st_dev), dir, strlen(dir), bf))
-				*loop = *loop == -1 || *loop == (int)minor(st.st_dev) ? (int)minor(st.st_dev) : -2;
+			loop_note(loop, &st, dir);
 			if (umount2(path, UMOUNT_NOFOLLOW) == 0)
 				continue;
 			if (errno == EINVAL || errno == ENOENT)
