@@ -55,6 +55,13 @@ static void in_free(struct chan *c)
 	c->in_cap = 0;
 }
 
+static void out_free(struct chan *c)
+{
+	free(c->out);
+	c->out = NULL;
+	c->out_off = c->out_len = c->out_cap = 0;
+}
+
 /* A full buffer that is not IN_CAP yet: a frame longer than it is coming. */
 static int in_grow(struct chan *c)
 {
@@ -86,11 +93,8 @@ static void chan_trim(struct chan *c)
 		c->in = p;
 		c->in_cap = IN_MIN;
 	}
-	if (c->out && !c->hs && c->out_off == c->out_len) {
-		free(c->out);
-		c->out = NULL;
-		c->out_off = c->out_len = c->out_cap = 0;
-	}
+	if (c->out && !c->hs && c->out_off == c->out_len)
+		out_free(c);
 }
 
 struct chan *chan_find(struct relay *r, const char *id)
@@ -177,9 +181,8 @@ void chan_close(struct relay *r, struct chan *c)
 		r->nopening--;
 	}
 	in_free(c);
-	free(c->out);
-	c->out = NULL;
-	c->in_len = c->out_off = c->out_len = c->out_cap = 0;
+	out_free(c);
+	c->in_len = 0;
 	c->want_out = false;
 	c->ping_at = 0;
 	c->status_at = 0;
