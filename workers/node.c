@@ -700,6 +700,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	n->sc.init_path = n->init_path;
 	n->sc.nproc_limit = (int)sbx_cfg_int(cfg, "sandbox_nproc");
 	n->sc.pids_max = (int)sbx_cfg_int(cfg, "sandbox_pids_max");
+	n->sc.spare_shell = sbx_cfg_bool(cfg, "exec_spare_shell");
 	n->sc.fault_points = sbx_cfg_bool(cfg, "fault_points");
 	n->sc.net = &n->net;
 	n->sc.snapshot_helper = n->snap_helper;

@@ -155,6 +155,8 @@ static json_t *oci_spec(const struct sandbox_node_cfg *c, const struct sandbox_s
 		snprintf(nproc_arg, sizeof(nproc_arg), "%d", nproc);
 		args = json_pack("[s,s,s,s,s]", INIT_IN_SANDBOX, "--channel", CHAN_IN_SANDBOX "/" CHAN_SOCK_NAME,
 				 "--nproc", nproc_arg);
+		if (c->spare_shell)
+			json_array_append_new(args, json_string("--spare-shell"));
 		/* the environment of sbx-init, not of commands (it clears them) */
 		snprintf(kv, sizeof(kv), SBX_CHAN_KEY_ENV "=%s", key_hex ? key_hex : "");
 		env_put(env, kv);

@@ -80,6 +80,7 @@ struct sandbox_node_cfg {
 	int nproc_limit;          /* most processes a sandbox may have (the memory may
 	                           * allow fewer: sandbox_nproc) */
 	int pids_max;             /* host pids.max backstop */
+	bool spare_shell;         /* sbx-init --spare-shell (setting exec_spare_shell) */
 	const struct net_config *net; /* the node's network (bridge, subnet, uplink netns) */
 	int start_timeout_ms;     /* runsc run + waiting for sbx-init; <= 0: 30 s */
 	bool fault_points;        /* test hook (setting fault_points): sandbox_start may stop

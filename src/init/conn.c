@@ -244,6 +244,9 @@ static uint32_t count_procs(void)
 
 		if (de->d_name[0] < '1' || de->d_name[0] > '9' || !strcmp(de->d_name, "1"))
 			continue;
+		/* waiting for a command that has not come: nothing to run */
+		if (spare_pid() && atoi(de->d_name) == spare_pid())
+			continue;
 		snprintf(path, sizeof(path), "/proc/%.20s/stat", de->d_name);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)

@@ -6,6 +6,7 @@
  *             sent back; byte buffers
  *   proc.c    EXEC: starting commands, pipes, output within credit, stdin,
  *             timeouts, exit; background processes' output logs
+ *   spare.c   the spare shell an EXEC of `/bin/sh -c` may start in
  *   xfer.c    streams that are not processes: their life, end and answer
  *   attach.c  background processes by pid: ATTACH, PROCS, PSTDIN, PSIGNAL, PRESIZE
  *   file.c    FILE operations: write, read, list, delete, mkdir
@@ -155,12 +156,27 @@ ssize_t proc_read(struct proc *p, int is_err);
 void proc_stdin_flush(struct proc *p);
 void proc_service(struct proc *p);
 void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req);
+struct child_err {
+	int stage; /* 1 chdir, 2 exec */
+	int err;
+};
+int proc_pipes(int pin[2], int pout[2], int perr[2]);
+pid_t proc_spawn(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty,
+		 struct child_err *ce);
 void proc_timeout(struct proc *p);
 /* A pty process's terminal size: 0 or an errno (ENOTTY: no terminal). */
 int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
 void on_presize(struct conn *c, uint32_t stream, uint32_t pid, uint16_t cols, uint16_t rows);
 void log_unlink(const struct proc *p);
 void proc_free(struct proc *p);
+
+/* spare.c */
+extern int spare_on; /* --spare-shell */
+pid_t spare_pid(void);
+void spare_reaped(pid_t pid);
+int spare_take(const struct sbx_exec_req *req, char **env, pid_t *pid, int out[2], int err[2]);
+void spare_next(const struct sbx_exec_req *req, char **env);
+void spare_idle(void);
 
 /* xfer.c */
 extern struct xfer *xfers;

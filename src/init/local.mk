@@ -4,7 +4,7 @@
 # the sanitizers of --enable-asan are switched off again (they cannot link
 # -static; -fno-sanitize=all comes after SBX_CFLAGS, so it wins).
 pkglibexec_PROGRAMS = src/init/sbx-init
-src_init_sbx_init_SOURCES = src/init/main.c src/init/conn.c src/init/proc.c \
+src_init_sbx_init_SOURCES = src/init/main.c src/init/conn.c src/init/proc.c src/init/spare.c \
 	src/init/xfer.c src/init/attach.c src/init/file.c \
 	src/init/init.h src/lib/frame.c src/lib/frame.h \
 	src/lib/chanauth.c src/lib/chanauth.h src/lib/clock.c src/lib/clock.h \

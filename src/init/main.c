@@ -1,7 +1,7 @@
 /* sbx-init: PID 1 inside every sandbox, and the node agent's channel into it.
  *
  *   SBX_CHANNEL_KEY=HEX SBX_SANDBOX_ID=ID sbx-init --channel /run/sbx/channel.sock
- *       [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] [--quiet]
+ *       [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] [--spare-shell] [--quiet]
  *
  * It listens on a unix socket in a directory of the sandbox's own disk that
  * is bind-mounted at /run/sbx (runsc --host-uds=create makes the socket a
@@ -129,6 +129,7 @@ static void reap(void)
 	pid_t pid;
 
 	while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+		spare_reaped(pid);
 		for (struct proc *p = procs; p; p = p->next) {
 			if (p->pid == pid && !p->exited) {
 				p->exited = 1;
@@ -374,7 +375,7 @@ static void close_inherited(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] "
+	fprintf(stderr, "usage: sbx-init --channel PATH [--procs-dir DIR] [--proc-log-max BYTES] [--nproc N] [--spare-shell] "
 			"[--quiet]\n");
 	exit(2);
 }
@@ -453,6 +454,8 @@ int main(int argc, char **argv)
 			proc_log_max = strtoull(argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--nproc") && i + 1 < argc)
 			cmd_nproc = strtol(argv[++i], NULL, 10);
+		else if (!strcmp(argv[i], "--spare-shell"))
+			spare_on = 1;
 		else if (!strcmp(argv[i], "--quiet"))
 			quiet = 1;
 		else if (!strcmp(argv[i], "--version")) {

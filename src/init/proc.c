@@ -180,6 +180,7 @@ static void proc_finish_if_done(struct proc *p)
 		/* attachments at the end of the log can now say how it ended */
 		proc_xfers_service(p);
 	}
+	spare_idle();
 }
 
 /* After the main process exited: read what is readable now (within credit)
@@ -313,11 +314,6 @@ static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n)
 	proc_xfers_service(p);
 }
 
-struct child_err {
-	int stage; /* 1 chdir, 2 exec */
-	int err;
-};
-
 static void child_fail(int fd, int stage)
 {
 	struct child_err ce = { stage, errno };
@@ -415,21 +411,75 @@ __attribute__((noinline)) static char **exec_env(const struct sbx_exec_req *req)
 	return e;
 }
 
+/* The pipes of a command: stdin (pin NULL: none), stdout and stderr. */
+int proc_pipes(int pin[2], int pout[2], int perr[2])
+{
+	if ((pin && pipe_pair(pin) < 0) || pipe_pair(pout) < 0 || pipe_pair(perr) < 0)
+		return -1;
+	/* larger is only faster: a failure keeps the default size */
+	(void)fcntl(pout[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
+	(void)fcntl(perr[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
+	return 0;
+}
+
+/* Starts req's command with env on in/out/err (tty >= 0: its terminal, all
+ * three). Returns its pid; -1 with errno when it could not be made, -2 with
+ * *ce when the child could not enter cwd or exec (it is reaped). */
+pid_t proc_spawn(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty, struct child_err *ce)
+{
+	int pe[2];
+	char **saved_environ;
+	ssize_t r;
+	pid_t pid;
+
+	if (pipe_pair(pe) < 0)
+		return -1;
+	/* vfork: copying sbx-init's address space is what makes fork slow in
+	 * gVisor. The child only touches its own stack, file table and signal
+	 * state, plus `environ`, which is put back here once it has exec'd. */
+	saved_environ = environ;
+	pid = vfork();
+	if (pid == 0)
+		child_exec(req, env, in, out, err, tty, pe[1]);
+	environ = saved_environ;
+	close(pe[1]);
+	if (pid < 0) {
+		close(pe[0]);
+		return -1;
+	}
+	/* exec closes pe[1] (O_CLOEXEC): EOF here means the command runs */
+	do
+		r = read(pe[0], ce, sizeof(*ce));
+	while (r < 0 && errno == EINTR);
+	close(pe[0]);
+	if (r != (ssize_t)sizeof(*ce))
+		return pid;
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
+	return -2;
+}
+
 void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 {
-	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 }, pe[2] = { -1, -1 };
+	int pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+	int pty = (req->flags & SBX_EXEC_PTY) != 0;
 	struct child_err ce;
 	struct stat st;
 	struct proc *p;
-	char **saved_environ, **volatile env = NULL;
-	ssize_t r;
+	char **env = NULL;
 	pid_t pid;
 
 	if (stat(req->cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		send_error(c, stream, "cwd does not exist: %s", req->cwd);
 		return;
 	}
-	if (req->flags & SBX_EXEC_PTY) {
+	if (!(env = exec_env(req))) {
+		send_error(c, stream, "cannot start: out of memory");
+		goto out;
+	}
+	if (spare_take(req, env, &pid, pout, perr))
+		goto track;
+	if (pty) {
 		/* one terminal for all three: output comes from the master (as
 		 * stdout), input goes to it through its own descriptor; the
 		 * child's three ends are all the slave (pin[0], closed once) */
@@ -437,46 +487,16 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 			send_error(c, stream, "cannot start: pseudo-terminal: %s", strerror(errno));
 			goto out;
 		}
-	} else if (((req->flags & SBX_EXEC_STDIN) && pipe_pair(pin) < 0) || pipe_pair(pout) < 0 ||
-		   pipe_pair(perr) < 0) {
-		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
-		goto out;
-	} else {
-		/* larger is only faster: a failure keeps the default size */
-		(void)fcntl(pout[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
-		(void)fcntl(perr[0], F_SETPIPE_SZ, OUT_PIPE_SZ);
-	}
-	if (pipe_pair(pe) < 0) {
+	} else if (proc_pipes((req->flags & SBX_EXEC_STDIN) ? pin : NULL, pout, perr) < 0) {
 		send_error(c, stream, "cannot start: pipe: %s", strerror(errno));
 		goto out;
 	}
-	/* vfork: copying sbx-init's address space is what makes fork slow in
-	 * gVisor. The child only touches its own stack, file table and signal
-	 * state, plus `environ`, which is put back here once it has exec'd. */
-	if (!(env = exec_env(req))) {
-		send_error(c, stream, "cannot start: out of memory");
-		goto out;
-	}
-	saved_environ = environ;
-	pid = vfork();
-	if (pid == 0)
-		child_exec(req, env, pin[0], (req->flags & SBX_EXEC_PTY) ? pin[0] : pout[1],
-			   (req->flags & SBX_EXEC_PTY) ? pin[0] : perr[1], (req->flags & SBX_EXEC_PTY) ? pin[0] : -1,
-			   pe[1]);
-	environ = saved_environ;
-	if (pid < 0) {
+	pid = proc_spawn(req, env, pin[0], pty ? pin[0] : pout[1], pty ? pin[0] : perr[1], pty ? pin[0] : -1, &ce);
+	if (pid == -1) {
 		send_error(c, stream, "cannot start: fork: %s", strerror(errno));
 		goto out;
 	}
-	close(pe[1]);
-	pe[1] = -1;
-	/* exec closes pe[1] (O_CLOEXEC): EOF here means the command runs */
-	do
-		r = read(pe[0], &ce, sizeof(ce));
-	while (r < 0 && errno == EINTR);
-	if (r == (ssize_t)sizeof(ce)) {
-		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-			;
+	if (pid == -2) {
 		errno = ce.err;
 		if (ce.stage == 1 && (ce.err == ENOENT || ce.err == ENOTDIR))
 			send_error(c, stream, "cwd does not exist: %s", req->cwd);
@@ -490,6 +510,7 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 			send_error(c, stream, "cannot execute %s: %s", req->argv[0], strerror(ce.err));
 		goto out;
 	}
+track:
 	p = calloc(1, sizeof(*p));
 	if (!p) {
 		/* the command runs but cannot be tracked: stop it */
@@ -558,6 +579,7 @@ void proc_start(struct conn *c, uint32_t stream, const struct sbx_exec_req *req)
 		p->stream = 0;
 	}
 	proc_arm(p);
+	spare_next(req, env);
 out:
 	free(env);
 	for (int i = 0; i < 2; i++) {
@@ -567,8 +589,6 @@ out:
 			close(pout[i]);
 		if (perr[i] >= 0)
 			close(perr[i]);
-		if (pe[i] >= 0)
-			close(pe[i]);
 	}
 }
 

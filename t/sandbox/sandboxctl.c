@@ -40,7 +40,7 @@
 #include "sandbox.h"
 
 static struct net_config net = { "sbx0", "10.213.0.0/16", "", NULL, NULL };
-static struct sandbox_node_cfg cfg = { NULL, "/usr/bin/runsc", "systrap", "", 2048, 16384, &net, 0, false, NULL, NULL, NULL, NULL };
+static struct sandbox_node_cfg cfg = { NULL, "/usr/bin/runsc", "systrap", "", 2048, 16384, false, &net, 0, false, NULL, NULL, NULL, NULL };
 
 static int usage(void)
 {
