@@ -133,6 +133,20 @@ bool runsc_sentry_alive(pid_t pid, const char *id)
 	return false;
 }
 
+bool runsc_sentry_stopped(const struct sandbox_node_cfg *c, const char *id)
+{
+	struct sandbox_paths p;
+	pid_t pid;
+	char st;
+
+	sandbox_paths(c, id, &p);
+	pid = runsc_read_pidfile(&p);
+	if (!runsc_sentry_alive(pid, id))
+		return false;
+	st = proc_state(pid);
+	return st == 'T' || st == 't';
+}
+
 pid_t runsc_read_pidfile(const struct sandbox_paths *p)
 {
 	char path[600], buf[32] = "";

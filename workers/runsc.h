@@ -46,6 +46,11 @@ int runsc_ids(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err 
 pid_t runsc_read_pidfile(const struct sandbox_paths *p);
 /* Is pid the sentry of sandbox id (and not a zombie)? */
 bool runsc_sentry_alive(pid_t pid, const char *id);
+/* Is sandbox id's sentry stopped (SIGSTOP from the host: state T)? Its
+ * cgroup's CPU time says nothing then: a systrap stub whose process was
+ * mid-request spins, a core each (one did, a dash just started, 197 ticks
+ * in 2 s), so "the sandbox uses CPU, it is only busy" must ask this too. */
+bool runsc_sentry_stopped(const struct sandbox_node_cfg *c, const char *id);
 
 /* Removes the cgroups runsc made for it that outlived it; -1 (err naming
  * it) when one is still busy after ~1 s. */
