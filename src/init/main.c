@@ -506,7 +506,7 @@ int main(int argc, char **argv)
 	/* children that were already ours (none as PID 1) */
 	reap();
 	for (;;) {
-		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), -1);
+		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), proc_hold_wait_ms());
 		if (n < 0 && errno != EINTR) {
 			logmsg("epoll_wait: %s", strerror(errno));
 			sleep(1);
@@ -559,6 +559,7 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
+		proc_unhold();
 		collect();
 	}
 }
