@@ -162,6 +162,7 @@ struct child_err {
 	int err;
 };
 int proc_pipes(int pin[2], int pout[2], int perr[2]);
+void proc_pipes_close(int pin[2], int pout[2], int perr[2]);
 pid_t proc_spawn(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty,
 		 struct child_err *ce);
 void proc_timeout(struct proc *p);

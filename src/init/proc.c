@@ -448,6 +448,19 @@ int proc_pipes(int pin[2], int pout[2], int perr[2])
 	return 0;
 }
 
+/* Closes what of the three pairs is open. */
+void proc_pipes_close(int pin[2], int pout[2], int perr[2])
+{
+	for (int i = 0; i < 2; i++) {
+		if (pin[i] >= 0)
+			close(pin[i]);
+		if (pout[i] >= 0)
+			close(pout[i]);
+		if (perr[i] >= 0)
+			close(perr[i]);
+	}
+}
+
 /* Starts req's command with env on in/out/err (tty >= 0: its terminal, all
  * three). Returns its pid; -1 with errno when it could not be made, -2 with
  * *ce when the child could not enter cwd or exec (it is reaped). */
@@ -608,14 +621,7 @@ track:
 	spare_next(req, env);
 out:
 	free(env);
-	for (int i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
-	}
+	proc_pipes_close(pin, pout, perr);
 }
 
 /* The loop's wait: ms until the first held process may be read again (-1:

@@ -155,14 +155,7 @@ static void spare_start(void)
 	return;
 fail:
 	free(envv);
-	for (int i = 0; i < 2; i++) {
-		if (pin[i] >= 0)
-			close(pin[i]);
-		if (pout[i] >= 0)
-			close(pout[i]);
-		if (perr[i] >= 0)
-			close(perr[i]);
-	}
+	proc_pipes_close(pin, pout, perr);
 	spare_forget();
 }
 

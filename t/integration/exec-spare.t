@@ -79,7 +79,7 @@ is "$cold" "$CODE|$ERR" "... the same as with its own shell"
 run "" 'printf "a\000b" | od -An -c | tr -s " "; echo err >&2'
 is "$OUT|$ERR" " a \\0 b|err" "bytes and stderr come through as they were written"
 
-T_SECTION=env
+T_SECTION="env"
 run '"env":{"IT_SPARE":"one"}' 'echo "$IT_SPARE"; '"$SHELL_OF"
 is "$OUT" "one
 /bin/sh -c echo \"\$IT_SPARE\"; $SHELL_OF" "an exec with its own env starts its shell, with its value"
