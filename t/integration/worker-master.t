@@ -170,8 +170,14 @@ kill -TERM "$C"
 wait_until 10 dead "$C"
 wait "$C"
 rc=$?
-in_log "$T/c.log" "drain timeout: killing 1 children" && dead "$STUCK" && [ ! -e "$T/c.pid" ]
-ok $? "past drain_timeout the master kills what is left and exits (rc $rc)"
+# "killing N children": the stuck reaper, and any other child not done
+# draining within the 1 s on a busy machine (the likely cause of a failure
+# in run 3 of a 5-run repeat, three stacks busy: the master exited 0 and
+# removed its pidfile, so the count is what can have differed; the diag
+# shows the log now). The stuck one must be among them, dead after.
+in_log "$T/c.log" "drain timeout: killing [1-3] children" && dead "$STUCK" && [ ! -e "$T/c.pid" ]
+ok $? "past drain_timeout the master kills what is left and exits (rc $rc)" ||
+	diag "$(grep -E 'drain|died|killing' "$T/c.log" | tail -n 8)"
 
 # ---- the provisioner outlives a missing broker ----
 NAME=d
