@@ -478,6 +478,7 @@ static int nomad_start(struct driver *d, const struct sandbox_rec *s, struct pla
 		.memory_mb = s->memory_mb,
 		.pids_limit = (int)sbx_cfg_int(c, "sandbox_pids_max"),
 		.nproc = (int)sbx_cfg_int(c, "sandbox_nproc"),
+		.spare_shell = sbx_cfg_bool(c, "exec_spare_shell"),
 		.env = env,
 		.chan_var = var,
 		.volume_node = s->volume_id[0] ? s->volume_node : NULL,

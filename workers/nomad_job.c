@@ -83,6 +83,8 @@ json_t *nomad_job_build(const struct nomad_job_spec *s)
 			   "runtime", "runsc", "command", INIT_IN_TASK, "args", "--channel", CHAN_IN_TASK, "--nproc",
 			   nproc, "pids_limit", s->pids_limit, "cap_drop", "ALL", "cap_add", "ALL", "mount", "type",
 			   "bind", "source", s->init_path, "target", INIT_IN_TASK, "readonly", 1);
+	if (config && s->spare_shell)
+		json_array_append_new(json_object_get(config, "args"), json_string("--spare-shell"));
 	task = json_pack("{s:s, s:s, s:o, s:o, s:{s:i, s:i, s:i}}", "Name", NOMAD_TASK, "Driver", "docker", "Config",
 			 config, "Env", env, "Resources", "CPU", s->cpu, "MemoryMB", s->memory_mb, "MemoryMaxMB",
 			 s->memory_mb);

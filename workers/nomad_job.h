@@ -24,6 +24,7 @@ struct nomad_job_spec {
 	const char *init_path;  /* sbx-init on the client, bound read-only */
 	int cpu, memory_mb;
 	int pids_limit, nproc;
+	bool spare_shell; /* sbx-init --spare-shell (setting exec_spare_shell) */
 	json_t *env; /* {"K":"V"}, borrowed; may be NULL */
 	/* the Nomad Variable holding sbx-init's channel key (nomad_var_path):
 	 * the task gets a template rendering it as SBX_CHANNEL_KEY (the key is

@@ -79,6 +79,7 @@ static void job_shape(void)
 	is_str(s_at(t, "Config.image"), "reg:5000/sbx/templates/debian-12:latest", "the template's image");
 	is_str(s_at(t, "Config.command"), "/.sbx/sbx-init", "sbx-init is the command");
 	is_str(s_at(t, "Config.args.3"), "2048", "sbx-init gets the sandbox's process limit");
+	ok(path(t, "Config.args.4") == NULL, "no --spare-shell unless asked");
 	is_str(s_at(t, "Config.mount.0.source"), "/usr/libexec/sbx/sbx-init", "sbx-init bound from the client");
 	is_str(s_at(t, "Config.mount.0.target"), "/.sbx/sbx-init", "at the path the command names");
 	ok(json_is_true(path(t, "Config.mount.0.readonly")), "read-only");
@@ -327,10 +328,25 @@ static void statuses(void)
 	   "an empty body still gives a reason");
 }
 
+/* exec_spare_shell: sbx-init gets --spare-shell after its other arguments */
+static void spare_shell(void)
+{
+	struct nomad_job_spec s = { .sandbox_id = SID, .namespace_ = "sandboxes", .region = "", .node_pool = "sandbox",
+				    .network = "sbx", .image = "reg:5000/sbx/templates/debian-12:latest",
+				    .init_path = "/usr/libexec/sbx/sbx-init", .cpu = 1000, .memory_mb = 512,
+				    .pids_limit = 16384, .nproc = 2048, .spare_shell = true };
+	json_t *j = nomad_job_build(&s), *t = path(j, "Job.TaskGroups.0.Tasks.0");
+
+	is_str(s_at(t, "Config.args.3"), "2048", "with spare_shell: the process limit as before");
+	is_str(s_at(t, "Config.args.4"), "--spare-shell", "... and --spare-shell after it");
+	json_decref(j);
+}
+
 int main(void)
 {
 	statuses();
 	job_shape();
+	spare_shell();
 	ids();
 	vars();
 	allocs();
