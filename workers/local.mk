@@ -20,7 +20,7 @@ SBX_NODE_LIBS = $(top_builddir)/workers/libsbxnode.a $(SBX_LIBS) $(NFTABLES_LIBS
 sbin_PROGRAMS += workers/sbx-worker
 workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c workers/provisioner.c \
 	workers/driver.h workers/driver_local.c workers/driver_nomad.c workers/nomad_job.c workers/nomad_job.h \
-	workers/node.c workers/node_int.h workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c workers/node_snapshot.c workers/node_disk.c \
+	workers/node.c workers/node_int.h workers/node_op.c workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c workers/node_snapshot.c workers/node_disk.c \
 	workers/pool.c workers/reaper.c \
 	workers/egress_node.c workers/egress_node.h \
 	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h workers/node_stats.c

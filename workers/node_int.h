@@ -116,6 +116,9 @@ struct sb *sb_add(struct node *n, const char *id, enum sb_state st, int mem, int
 struct op *node_op_find(struct node *n, const char *id);
 /* A name a template directory may have. */
 bool template_name_ok(const char *s);
+/* node_op.c: the short-lived processes. Reads what o's process wrote;
+ * at its end, acts on its answer and frees o. */
+void node_op_read(struct node *n, struct op *o);
 /* Runs kind (OP_PAUSE, OP_RESUME, ...) for id in a short-lived process;
  * m: the request to answer when it ends (NULL: none). */
 int node_op_spawn(struct node *n, enum op_kind kind, const char *id, const sbx_mq_msg *m, int volume_gb);
