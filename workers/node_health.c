@@ -21,7 +21,6 @@
 #include "log.h"
 #include "node_int.h"
 #include "nomad_net.h"
-#include "runsc.h"
 #include "sandbox_state.h"
 #include "stats.h"
 
@@ -87,9 +86,9 @@ static pid_t init_cont(struct node *n, const char *id)
  * seconds, and failing it then would destroy a working sandbox whose
  * owner is only using it. So while its cgroup's CPU time keeps growing
  * (the sentry runs), a miss gets another SIGCONT and a wait, up to
- * BUSY_GRACE_MS from the first miss; a sentry stopped from the host (its
- * stubs may spin meanwhile: runsc_sentry_stopped), or hung, fails at the
- * second miss as before. Only
+ * BUSY_GRACE_MS from the first miss; a sentry stopped from the host (no CPU
+ * time known: sandbox_cpu_usec), or hung, fails at the second miss as
+ * before. Only
  * sandboxes with a channel are asked. */
 #define BUSY_GRACE_MS SANDBOX_BUSY_GRACE_MS
 #define BUSY_MIN_USEC SANDBOX_BUSY_MIN_USEC
@@ -125,13 +124,13 @@ static void check_init(struct node *n, struct sb *s)
 		return;
 	}
 	now = sbx_now_ms();
-	cpu = sandbox_cpu_usec(s->id);
+	cpu = sandbox_cpu_usec(&n->sc, s->id);
 	if (!s->init_missed++) {
 		log_warnx("sandbox %s: sbx-init did not answer a ping in %d ms; sending it SIGCONT (placement %s)",
 			  s->sandbox_id, LIVENESS_MS, s->id);
 		s->missed_at_ms = now;
 	} else if (cpu < 0 || s->missed_cpu_usec < 0 || cpu - s->missed_cpu_usec < BUSY_MIN_USEC ||
-		   now - s->missed_at_ms >= BUSY_GRACE_MS || runsc_sentry_stopped(&n->sc, s->id)) {
+		   now - s->missed_at_ms >= BUSY_GRACE_MS) {
 		log_warnx("sandbox %s: %s (placement %s)", s->sandbox_id, why, s->id);
 		if (s->cont_pid > 0)
 			kill(s->cont_pid, SIGKILL); /* reaped by reap_children */

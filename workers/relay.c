@@ -26,7 +26,6 @@
 #include "json.h"
 #include "log.h"
 #include "relay_int.h"
-#include "runsc.h"
 #include "sandbox_state.h"
 #include "stats.h"
 
@@ -332,15 +331,15 @@ static long long op_late(struct relay *r, struct rop *o, long long now)
 
 	if (!o->late_at) {
 		o->late_at = now;
-		o->late_cpu = sandbox_cpu_usec(o->ch->id);
+		o->late_cpu = sandbox_cpu_usec(r->sc, o->ch->id);
 		o->late_check_at = now + LATE_CHECK_MS;
 		return o->late_cpu < 0 ? 0 : LATE_CHECK_MS;
 	}
 	if (now < o->late_check_at)
 		return o->late_check_at - now;
-	cpu = sandbox_cpu_usec(o->ch->id);
+	cpu = sandbox_cpu_usec(r->sc, o->ch->id);
 	if (cpu < 0 || o->late_cpu < 0 || cpu - o->late_cpu < SANDBOX_BUSY_MIN_USEC ||
-	    now - o->late_at >= SANDBOX_BUSY_GRACE_MS || runsc_sentry_stopped(r->sc, o->ch->id))
+	    now - o->late_at >= SANDBOX_BUSY_GRACE_MS)
 		return 0;
 	if (o->late_check_at == o->late_at + LATE_CHECK_MS)
 		log_info("sandbox %s: op %s: sbx-init has not answered in %d ms, but the sandbox runs (%lld ms of "

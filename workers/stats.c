@@ -96,11 +96,13 @@ static long long cpu_v2(const char *rel)
 	return read_key("", rel, "cpu.stat", "usage_usec");
 }
 
-long long sandbox_cpu_usec(const char *id)
+long long sandbox_cpu_usec(const struct sandbox_node_cfg *c, const char *id)
 {
 	char rel[64];
 	long long v;
 
+	if (runsc_sentry_stopped(c, id))
+		return -1;
 	snprintf(rel, sizeof(rel), CGROUP_PARENT "/%.24s", id);
 	v = cpu_v1(rel);
 	return v >= 0 ? v : cpu_v2(rel);

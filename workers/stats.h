@@ -29,9 +29,11 @@ struct sandbox_usage {
 int sandbox_usage_read(const struct sandbox_node_cfg *c, const char *id, struct sandbox_usage *u, sbx_err *err);
 
 /* The CPU time (µs) sandbox id's cgroup has used (v1 or v2); -1 when
- * unreadable. One small file read: the liveness pass tells a busy sandbox
- * from a stopped one by it. */
-long long sandbox_cpu_usec(const char *id);
+ * unreadable, or when its sentry is stopped (runsc_sentry_stopped: its
+ * stubs may spin then, so the time says nothing). One small file read and
+ * the sentry's stat: the liveness pass and the relay's op deadline tell a
+ * busy sandbox from a stopped one by it. */
+long long sandbox_cpu_usec(const struct sandbox_node_cfg *c, const char *id);
 
 /* A sandbox whose cgroup used this much CPU since the last look runs (its
  * sbx-init may only be unscheduled); how long from the first miss it may
