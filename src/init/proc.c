@@ -53,8 +53,12 @@ static void proc_log(struct proc *p, int is_err, const uint8_t *data, size_t n);
  * and a relayed `yes | head` moved 35 MiB/s where `yes | head > /dev/null`
  * moves 150-220. A read after a quiet HOLD_US goes out at once (a prompt, a
  * line now and then), a full read (more is waiting) is followed at once;
- * the end of a command is never held (proc_drain reads what is left). */
-#define HOLD_US 1000
+ * the end of a command is never held (proc_drain reads what is left).
+ * Streamed, three runs each (bench/exec-latency's lines): 1 ms gave `yes |
+ * head` 43-48 MiB/s, 3 ms 57-62, 8 ms 54-57 (`head -c` of a file 63-71,
+ * 63-96, 67-71); 50,000 one-line writes 178-358 ms at any of them. What
+ * is held is at most HOLD_US late. */
+#define HOLD_US 3000
 
 static int proc_held(const struct proc *p)
 {
