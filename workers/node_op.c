@@ -157,9 +157,10 @@ static void op_done(struct node *n, struct op *o)
 	char msg[sizeof(o->buf)];
 	int st = 0;
 
+	/* a child that answered may still be exiting: not waited for */
 	if (o->reaped)
 		st = o->status;
-	else if (waitpid(o->pid, &st, 0) < 0)
+	else if (waitpid(o->pid, &st, o->len && o->buf[o->len - 1] == '\n' ? WNOHANG : 0) <= 0)
 		st = 0;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(o->len > 4 ? o->len - 4 : 0), o->buf + 4);
 	msg[strcspn(msg, "\n")] = 0;
@@ -242,12 +243,17 @@ void node_op_read(struct node *n, struct op *o)
 
 	if (r > 0) {
 		o->len += (size_t)r;
-		if (o->len < sizeof(o->buf) - 1)
+		/* the child's answer is one line in one write, its last act
+		 * before _exit: done at its newline, not at EOF, which comes
+		 * only once the child's copy of our address space is torn down
+		 * (0.9-1.6 ms after the line for a start); reap_children reaps
+		 * it whenever it has gone */
+		if (o->len < sizeof(o->buf) - 1 && o->buf[o->len - 1] != '\n')
 			return;
 	}
 	if (r < 0 && errno == EINTR)
 		return;
-	/* EOF (or full): the child is done */
+	/* its line, EOF (or full): the child is done */
 	epoll_ctl(n->ep, EPOLL_CTL_DEL, o->fd, NULL);
 	close(o->fd);
 	for (struct op **pp = &n->ops; *pp; pp = &(*pp)->next)
