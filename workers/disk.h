@@ -10,9 +10,14 @@
 #include "err.h"
 #include "sandbox.h"
 
-/* disk.img of s->disk_gb GB, ext4, on a loop device (autoclear) mounted at
- * disk/ with upper/ and work/ for the overlay. */
-int disk_make(const struct sandbox_spec *s, const struct sandbox_paths *p, sbx_err *err);
+/* disk.img of s->disk_gb GB, ext4 (a copy of the node's empty image of that
+ * size, made on first use under state_dir/disk-templates), on a loop device
+ * (autoclear) mounted at disk/ with upper/ and work/ for the overlay. */
+int disk_make(const struct sandbox_node_cfg *c, const struct sandbox_spec *s, const struct sandbox_paths *p,
+	      sbx_err *err);
+/* An empty ext4 image of gb GiB (sparse) at path: made at tmp, which is
+ * removed on failure, fsync'd and renamed once whole. Also volume.c's. */
+int disk_image_make(const char *tmp, const char *path, int gb, const char *kind, sbx_err *err);
 /* The overlay of lower (the template) and disk/ at rootfs/, with the mount
  * points of the bundle's binds made in it (sbx-init's only with_init). */
 int disk_make_rootfs(const struct sandbox_paths *p, const char *lower, bool with_init, sbx_err *err);

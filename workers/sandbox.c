@@ -635,7 +635,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
 	step_to(&k, "disk");
-	if (disk_make(s, &p, err) < 0)
+	if (disk_make(c, s, &p, err) < 0)
 		goto fail;
 	step_to(&k, "rootfs");
 	if (disk_make_rootfs(&p, lower, sandbox_has_init(c), err) < 0)

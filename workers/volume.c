@@ -17,7 +17,6 @@
 #include "id.h"
 #include "volume.h"
 
-static const struct host_run_opts tool_opts = HOST_RUN_OPTS("volume");
 
 static void volumes_dir(const struct sandbox_node_cfg *c, char *out, size_t outsz)
 {
@@ -32,11 +31,6 @@ void volume_image_path(const struct sandbox_node_cfg *c, const char *vid, char *
 int volume_create(const struct sandbox_node_cfg *c, const char *vid, int size_gb, sbx_err *err)
 {
 	char dir[400], img[450], tmp[460];
-	cleanup_close int fd = -1;
-	cleanup_host_out struct host_out o = { 0 };
-	const char *mkfs[] = { "mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal",
-			       "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=0:0",
-			       tmp, NULL };
 	struct stat st;
 
 	if (!sbx_id_valid(vid))
@@ -56,24 +50,7 @@ int volume_create(const struct sandbox_node_cfg *c, const char *vid, int size_gb
 	/* a leftover of an interrupted create is ours to replace */
 	if (unlink(tmp) < 0 && errno != ENOENT)
 		return sbx_err_sys(err, "volume", "unlink %s", tmp);
-	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (fd < 0)
-		return sbx_err_sys(err, "volume", "create %s", tmp);
-	if (ftruncate(fd, (off_t)size_gb << 30) < 0) {
-		sbx_err_sys(err, "volume", "volume image of %d GB", size_gb);
-		goto fail;
-	}
-	close(sbx_steal_fd(&fd));
-	if (host_run_ok("mkfs.ext4", mkfs, &tool_opts, &o, err) < 0)
-		goto fail;
-	if (rename(tmp, img) < 0) {
-		sbx_err_sys(err, "volume", "rename %s", tmp);
-		goto fail;
-	}
-	return 0;
-fail:
-	unlink(tmp);
-	return -1;
+	return disk_image_make(tmp, img, size_gb, "volume", err);
 }
 
 int volume_in_use(const struct sandbox_node_cfg *c, const char *vid)

@@ -83,7 +83,7 @@ leftovers() {
 	echo "${out# }"
 }
 
-plan 34
+plan 35
 
 ip netns add "$UP" || bail "cannot make netns $UP"
 ctl net-setup 2> "$T_TMP/err" || bail "net-setup: $(cat "$T_TMP/err")"
@@ -106,6 +106,11 @@ like "$out" 'MemTotal: +262144 kB' "the memory limit is what the sandbox sees (2
 # logs), not the filesystem's free space (a CI run saw that fall by
 # 1,383 MiB while this sandbox held 1 GiB: a template build beside it).
 held0=$(dir_kb "$STATE/sandboxes/$A")
+# the disk is a copy of the node's empty 1 GB image (workers/disk.c): the
+# copy kept its holes, and nothing half-made is left beside the image
+img0=$(du -k "$STATE/sandboxes/$A/disk.img" | cut -f1)
+ok "[ -f '$STATE/disk-templates/ext4-v1-1g.img' ] && [ ${img0:-99999} -lt 16384 ] && [ -z \"\$(ls '$STATE/disk-templates' | grep -v '^ext4-v1-[0-9]*g\.img\$')\" ]" \
+	"the disk is a sparse copy of the node's 1 GB image (${img0} KiB used; templates: $(ls "$STATE/disk-templates" 2>&1 | tr '\n' ' '))"
 out=$(sx "$A" -- sh -c 'dd if=/dev/zero of=/fill bs=1M count=1500 2>&1; sync; df -k / | tail -1')
 like "$out" 'No space left on device' "writing 1.5 GB into a 1 GB disk ends with ENOSPC inside"
 used=$(du -k "$STATE/sandboxes/$A/disk.img" | cut -f1)
