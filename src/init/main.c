@@ -478,6 +478,17 @@ int main(int argc, char **argv)
 		if (fd < 0 || fd > 2)
 			break;
 	}
+	/* listening first: the host's connect (its tries are a ms apart) then
+	 * overlaps what follows; nothing is accepted before the loop, and
+	 * nothing runs as a child before the signals are set up */
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0) {
+		logmsg("epoll: %s", strerror(errno));
+		return 1;
+	}
+	chan_path = channel;
+	if (chan_listen() < 0)
+		return 1;
 	is_pid1 = getpid() == 1;
 	if (!is_pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
 		logmsg("PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
@@ -491,15 +502,11 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGUSR2);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-	ep = epoll_create1(EPOLL_CLOEXEC);
-	if (sfd < 0 || ep < 0) {
-		logmsg("signalfd/epoll: %s", strerror(errno));
+	if (sfd < 0) {
+		logmsg("signalfd: %s", strerror(errno));
 		return 1;
 	}
 	procs_dir_init();
-	chan_path = channel;
-	if (chan_listen() < 0)
-		return 1;
 	chan_watch();
 	ep_add(sfd, &w_signal, EPOLLIN);
 	logmsg("listening on %s (pid %d)", channel, (int)getpid());
