@@ -150,6 +150,16 @@ static void op_wait(struct node *n, struct op *o, const sbx_mq_msg *m)
 	o->waiters = w;
 }
 
+/* Has o's child written its answer, one line in one write, its last act
+ * before _exit? Its pipe's EOF comes only once the child's copy of our
+ * address space is torn down (0.9-1.6 ms later for a start), so the answer
+ * is acted on at its newline and reap_children reaps the child whenever it
+ * has gone. */
+static bool op_answered(const struct op *o)
+{
+	return o->len && o->buf[o->len - 1] == '\n';
+}
+
 static void op_done(struct node *n, struct op *o)
 {
 	bool ok = o->len >= 2 && !memcmp(o->buf, "OK", 2);
@@ -160,7 +170,7 @@ static void op_done(struct node *n, struct op *o)
 	/* a child that answered may still be exiting: not waited for */
 	if (o->reaped)
 		st = o->status;
-	else if (waitpid(o->pid, &st, o->len && o->buf[o->len - 1] == '\n' ? WNOHANG : 0) <= 0)
+	else if (waitpid(o->pid, &st, op_answered(o) ? WNOHANG : 0) <= 0)
 		st = 0;
 	snprintf(msg, sizeof(msg), "%.*s", (int)(o->len > 4 ? o->len - 4 : 0), o->buf + 4);
 	msg[strcspn(msg, "\n")] = 0;
@@ -243,12 +253,7 @@ void node_op_read(struct node *n, struct op *o)
 
 	if (r > 0) {
 		o->len += (size_t)r;
-		/* the child's answer is one line in one write, its last act
-		 * before _exit: done at its newline, not at EOF, which comes
-		 * only once the child's copy of our address space is torn down
-		 * (0.9-1.6 ms after the line for a start); reap_children reaps
-		 * it whenever it has gone */
-		if (o->len < sizeof(o->buf) - 1 && o->buf[o->len - 1] != '\n')
+		if (o->len < sizeof(o->buf) - 1 && !op_answered(o))
 			return;
 	}
 	if (r < 0 && errno == EINTR)

@@ -17,7 +17,6 @@
 #include "id.h"
 #include "volume.h"
 
-
 static void volumes_dir(const struct sandbox_node_cfg *c, char *out, size_t outsz)
 {
 	snprintf(out, outsz, "%.300s/volumes", c->state_dir);
