@@ -166,8 +166,7 @@ void proc_pipes_close(int pin[2], int pout[2], int perr[2]);
 pid_t proc_spawn(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty,
 		 struct child_err *ce);
 void proc_timeout(struct proc *p);
-int proc_hold_wait_ms(void);
-void proc_unhold(void);
+int proc_unhold(void);
 /* A pty process's terminal size: 0 or an errno (ENOTTY: no terminal). */
 int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
 void on_presize(struct conn *c, uint32_t stream, uint32_t pid, uint16_t cols, uint16_t rows);

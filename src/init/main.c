@@ -513,7 +513,7 @@ int main(int argc, char **argv)
 	/* children that were already ours (none as PID 1) */
 	reap();
 	for (;;) {
-		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), proc_hold_wait_ms());
+		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), proc_unhold());
 		if (n < 0 && errno != EINTR) {
 			logmsg("epoll_wait: %s", strerror(errno));
 			sleep(1);
@@ -566,7 +566,6 @@ int main(int argc, char **argv)
 				break;
 			}
 		}
-		proc_unhold();
 		collect();
 	}
 }

@@ -628,31 +628,24 @@ out:
 	proc_pipes_close(pin, pout, perr);
 }
 
-/* The loop's wait: ms until the first held process may be read again (-1:
- * none is held); proc_unhold reads those whose time has come. */
-int proc_hold_wait_ms(void)
+/* Before the loop waits: arms again each held process whose time has come;
+ * returns the ms until the next of those still held may be read (-1: none
+ * is held), the wait's timeout. */
+int proc_unhold(void)
 {
 	int64_t t = mono_us(), first = 0;
 
-	for (struct proc *p = procs; p; p = p->next)
-		if (p->hold_until && !p->done && (!first || p->hold_until < first))
-			first = p->hold_until;
-	if (!first)
-		return -1;
-	return first <= t ? 0 : (int)((first - t + 999) / 1000);
-}
-
-void proc_unhold(void)
-{
-	int64_t t = mono_us();
-
 	for (struct proc *p = procs; p; p = p->next) {
-		if (!p->hold_until || t < p->hold_until)
+		if (!p->hold_until || p->done)
 			continue;
-		p->hold_until = 0;
-		if (!p->done)
+		if (t >= p->hold_until) {
+			p->hold_until = 0;
 			proc_arm(p);
+		} else if (!first || p->hold_until < first) {
+			first = p->hold_until;
+		}
 	}
+	return first ? (int)((first - t + 999) / 1000) : -1;
 }
 
 void proc_timeout(struct proc *p)
