@@ -144,8 +144,9 @@ static bool settled(json_t *s)
 	return sbx_sb_settled(sbx_sb_status_parse(json_string_value(json_object_get(s, "status"))));
 }
 
-/* Long-poll until ready or terminal: LISTEN first, then look, then sleep
- * until a status change of this sandbox (or the deadline). */
+/* Long-poll until ready or terminal: LISTEN first, hold the waiter's lock
+ * (sandbox_state.h), then look, then sleep until a status change of this
+ * sandbox (or the deadline). */
 void h_sandbox_wait(struct api_req *r)
 {
 	sbx_err err = SBX_ERR_INIT;
@@ -163,6 +164,12 @@ void h_sandbox_wait(struct api_req *r)
 	}
 	deadline = sbx_now_ms() + timeout * 1000;
 	if (sbx_db_listen(&r->ctx->db, "sbx_sandbox_status", &err) < 0) {
+		api_send_error(r, &err);
+		return;
+	}
+	/* changes are announced only to a waiter holding this (sql/019) */
+	if (sbx_sandbox_wait_begin(&r->ctx->db, r->m.id, &err) < 0) {
+		sbx_db_unlisten(&r->ctx->db, "sbx_sandbox_status");
 		api_send_error(r, &err);
 		return;
 	}
@@ -191,6 +198,7 @@ void h_sandbox_wait(struct api_req *r)
 			break;
 		}
 	}
+	sbx_sandbox_wait_end(&r->ctx->db, r->m.id);
 	sbx_db_unlisten(&r->ctx->db, "sbx_sandbox_status");
 	if (!s) {
 		api_send_error(r, &err);

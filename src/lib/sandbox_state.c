@@ -134,8 +134,10 @@ int sbx_sandbox_fail(sbx_db *db, const char *id, const char *reason, sbx_err *er
 }
 
 /* The lease's lock space: two int4 keys, (LEASE_CLASS, hashtext(id)), apart
- * from the one-key locks of the per-organisation create decision. */
+ * from the one-key locks of the per-organisation create decision; a
+ * waiter's, (WAIT_CLASS, hashtext(id)), is the one sql/019's trigger tries. */
 #define LEASE_CLASS "21314"
+#define WAIT_CLASS "21315"
 
 int sbx_sandbox_lease(sbx_db *db, const char *id, bool *held, sbx_err *err)
 {
@@ -154,6 +156,20 @@ void sbx_sandbox_lease_end(sbx_db *db, const char *id)
 
 	/* a lost session has let go already */
 	(void)sbx_db_query(db, NULL, &err, "SELECT pg_advisory_unlock(" LEASE_CLASS ", hashtext($1))", 1, id);
+}
+
+int sbx_sandbox_wait_begin(sbx_db *db, const char *id, sbx_err *err)
+{
+	/* waits while a status change of id is being committed (the trigger
+	 * holds the key until then): the caller's next read sees it */
+	return sbx_db_query(db, NULL, err, "SELECT pg_advisory_lock_shared(" WAIT_CLASS ", hashtext($1))", 1, id);
+}
+
+void sbx_sandbox_wait_end(sbx_db *db, const char *id)
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	(void)sbx_db_query(db, NULL, &err, "SELECT pg_advisory_unlock_shared(" WAIT_CLASS ", hashtext($1))", 1, id);
 }
 
 int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_err *err)

@@ -72,6 +72,12 @@ int sbx_sandbox_fail(sbx_db *db, const char *id, const char *reason, sbx_err *er
  * only ends by the grace. */
 int sbx_sandbox_lease(sbx_db *db, const char *id, bool *held, sbx_err *err);
 void sbx_sandbox_lease_end(sbx_db *db, const char *id);
+/* A waiter for id's status changes: its LISTEN on sbx_sandbox_status is
+ * only notified while it holds this (sql/019; a shared advisory lock of its
+ * session, which a lost session lets go). Take it after the LISTEN and
+ * before reading the status; end it when done waiting. */
+int sbx_sandbox_wait_begin(sbx_db *db, const char *id, sbx_err *err);
+void sbx_sandbox_wait_end(sbx_db *db, const char *id);
 /* Every record in starting created more than grace_s ago, or whose lease
  * no live process holds -> failed; *rows (the caller's) lists their ids. */
 int sbx_sandbox_fail_stuck(sbx_db *db, long long grace_s, PGresult **rows, sbx_err *err);

@@ -129,6 +129,17 @@ rm -f "$SB_STATE/faults/pause-checkpoint.armed"
 ok "[ -n '$pidf' ] && [ ! -e '$SB_STATE/sandboxes/$P/disk/chan/channel.sock' ]" \
 	"its process stopped at pause-checkpoint, with the channel closed"
 is "$(sb_db "$ID" status)" pausing "the record says pausing"
+# A /wait begun now: the change the restarted agent makes wakes it. A
+# change is announced only while a waiter holds the sandbox's key
+# (sql/019); without that it would answer at its timeout (120 s).
+curl -s --cacert "$SBX_CACERT" --max-time 130 -H "$REQ_AUTH" -o "$T_TMP/wait.json" -w '%{http_code}' \
+	"$SBX_URL/sandboxes/$ID/wait?timeout=120" > "$T_TMP/wait.code" 2> /dev/null &
+wjob=$!
+waiting() {
+	[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 21315 AND objsubid = 2
+		AND objid::bigint = (hashtext('$ID')::bigint + 4294967296) % 4294967296 AND mode = 'ShareLock' AND granted")" = 1 ]
+}
+ok 'wait_until 30 waiting' "a GET /wait waits, holding the sandbox's waiter key"
 node_old=$(worker_pid node)
 mark=$(log_mark)
 kill -KILL "$node_old" 2> /dev/null
@@ -136,6 +147,9 @@ ok "[ -n '$node_old' ]" "the node agent (pid $node_old) is SIGKILLed there"
 rm -f "$SB_STATE/faults/pause-checkpoint".*
 wait_until 60 sb_status_is "$ID" ready
 is "$(sb_db "$ID" status)" ready "the restarted node agent settles it to ready (the checkpoint never began)"
+ok 'wait_until 20 eval "! kill -0 $wjob 2> /dev/null"' "the /wait begun while it was pausing answers once it settles, not at its timeout"
+wait "$wjob"
+is "$(cat "$T_TMP/wait.code") $(jq -r .data.status "$T_TMP/wait.json" 2> /dev/null)" "200 ready" "it answers 200 ready"
 wait_until 30 node_consuming_since "$mark"
 c3=$(counter "$ID")
 is "${c3%% *}" "$tok0" "the channel works again, and the process is the same"

@@ -24,6 +24,7 @@ AUTH2="Authorization: Bearer $KEY2"
 like "$KEY $KEY2" '^sbx_[0-9a-f]{64} sbx_[0-9a-f]{64}$' "two fresh organisations with a key each"
 export REQ_AUTH=$AUTH1
 
+DB_URL=${SBX_DB_URL:-$(conf_get db_url)}
 count_org() { psql_q "SELECT count(*) FROM sandboxes WHERE org_id = '$ORG'"; }
 ms_since() { echo $((($(date +%s%N) - $1) / 1000000)); }
 
@@ -91,10 +92,26 @@ for mode in $MODES; do
 	is "$STATUS $(j .data.status)" "200 ready" "other org's DELETE: the owner still sees it ready"
 
 	# ---- destroy ----
+	# Its status change is announced only to a waiter (sql/019): Postgres
+	# wakes every listening session at each NOTIFY, and every API child
+	# listens (sbx_auth). A session that only listens hears nothing of it
+	# (pause-resume.t has a waiter woken).
+	app=it-notify-$mode-$RANDOM
+	PGAPPNAME=$app "$T_PSQL" -X -q "$DB_URL" -c 'LISTEN sbx_sandbox_status' -c 'SELECT pg_sleep(120)' -c 'SELECT 1' \
+		> "$T_TMP/notify-idle" 2>&1 &
+	ipid=$!
+	asleep() { [ "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$app' AND query = 'SELECT pg_sleep(120)' AND state = 'active'")" = 1 ]; }
+	ok 'wait_until 30 asleep' "a session listens on sbx_sandbox_status"
 	t0=$(date +%s%N)
 	req $mode DELETE "/sandboxes/$id"
 	ms=$(ms_since "$t0")
 	is "$STATUS" 204 "DELETE: 204 (${ms} ms)"
+	is "$(sb_db "$id" status)" destroyed "the record says destroyed"
+	psql_q "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE application_name = '$app'" > /dev/null
+	wait "$ipid"
+	like "$(cat "$T_TMP/notify-idle")" 'canceling statement' "the listening session was cancelled after the change"
+	unlike "$(cat "$T_TMP/notify-idle")" "payload \"$id\"" \
+		"and heard nothing of it: no waiter held its key (no wake-up of every API child)"
 	left=$(sb_leftovers "$id")
 	is "$left" "" "DELETE: nothing left at once (runsc list, mountinfo, loop devices, netns, veth, nft, dir, cgroups, processes)"
 	[ -n "$left" ] && wait_until 20 sb_gone "$id" && diag "(gone a little later)"
