@@ -657,11 +657,8 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 			api_send_error_data(r, &err, json_pack("{s:s, s:s}", "id", id, "status", "failed"));
 			return;
 		}
-		/* the provisioner marked it ready before it answered: this repeats
-		 * it, guarded (never over a later change) */
-		if (sbx_sandbox_ready(&r->ctx->db, id, r->org.org_id, sbx_reply_str(&rep, "node_id"),
-				      sbx_reply_str(&rep, "container_id"), NULL, false, &err) < 0)
-			goto fail;
+		/* the provisioner answers ok only once it has marked it ready
+		 * (provisioner.c): the record is read as it is now */
 	}
 	s = load_sandbox(r, id, &err);
 	if (!s)
