@@ -224,10 +224,10 @@ int egress_apply_new(const struct net_config *c, const char *id, const char *ip,
 	return 0;
 }
 
-int egress_apply_resolved(const struct net_config *c, const char *id, const struct sbx_egress *p,
+int egress_apply_resolved(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
 			  const struct dns_addrs *res, sbx_err *err)
 {
-	return apply_resolved_at(c, id, NULL, p, res, err);
+	return apply_resolved_at(c, id, ip, p, res, err);
 }
 
 /* at: the sandbox's address when the caller knows it (a start that just

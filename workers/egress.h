@@ -26,10 +26,10 @@ int egress_apply_at(const struct net_config *c, const char *sandbox_id, const ch
 int egress_apply_new(const struct net_config *c, const char *sandbox_id, const char *ip, const struct sbx_egress *p,
 		     sbx_err *err);
 
-/* The same with the hostnames already resolved: res[i] for p->allow[i]
- * (only hostname entries are read; NULL: none resolved). */
-int egress_apply_resolved(const struct net_config *c, const char *sandbox_id, const struct sbx_egress *p,
-			  const struct dns_addrs *res, sbx_err *err);
+/* egress_apply_at with the hostnames already resolved: res[i] for
+ * p->allow[i] (only hostname entries are read; NULL: none resolved). */
+int egress_apply_resolved(const struct net_config *c, const char *sandbox_id, const char *ip,
+			  const struct sbx_egress *p, const struct dns_addrs *res, sbx_err *err);
 
 /* Resolves p's hostname entries into res[i] (others untouched). */
 int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struct dns_addrs *res, sbx_err *err);

@@ -193,14 +193,31 @@ static void record_resolved(struct egress_node *e, struct eg_sb *s)
 		s->dirty = false;
 }
 
-static void learn_ip(struct egress_node *e, struct eg_sb *s)
+/* s's address, which stays what it is for the sandbox's life: from ip
+ * when the caller knows it, else (once) from the node's map, which lists
+ * every sandbox's (~1.5 ms for a few, more with many). */
+static void learn_ip(struct egress_node *e, struct eg_sb *s, const char *ip)
 {
-	char ip[16];
+	char buf[16];
 	sbx_err err = SBX_ERR_INIT;
 	struct in_addr in;
 
-	if (net_sandbox_ip(e->c, s->id, ip, &err) == 0 && inet_pton(AF_INET, ip, &in) == 1)
+	if (ip && inet_pton(AF_INET, ip, &in) == 1)
 		s->ip = ntohl(in.s_addr);
+	else if (!s->ip && net_sandbox_ip(e->c, s->id, buf, &err) == 0 && inet_pton(AF_INET, buf, &in) == 1)
+		s->ip = ntohl(in.s_addr);
+}
+
+/* s's address as egress_apply_resolved takes it: NULL when not known (it
+ * looks in the map then). */
+static const char *ip_text(const struct eg_sb *s, char buf[16])
+{
+	struct in_addr in;
+
+	if (!s || !s->ip)
+		return NULL;
+	in.s_addr = htonl(s->ip);
+	return inet_ntop(AF_INET, &in, buf, 16);
 }
 
 int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
@@ -208,13 +225,14 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 {
 	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	struct eg_sb *s;
+	char ip[16];
 
 	memset(res, 0, sizeof(res));
 	if (egress_resolve(e->c, p, res, err) < 0) {
 		log_warnx("sandbox %s: %s (its hostnames allow nothing until they resolve)", id, err->msg);
 		sbx_err_clear(err);
 	}
-	if (egress_apply_resolved(e->c, id, p, res, err) < 0)
+	if (egress_apply_resolved(e->c, id, ip_text(find(e, id), ip), p, res, err) < 0)
 		return -1;
 	s = get(e, id);
 	if (!s) {
@@ -225,7 +243,7 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 	s->pending = false;
 	s->p = *p;
 	memcpy(s->res, res, sizeof(res));
-	learn_ip(e, s);
+	learn_ip(e, s, NULL);
 	s->due_ms = has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
 	if (resolved)
 		*resolved = resolved_json(s);
@@ -245,13 +263,14 @@ void egress_node_pending(struct egress_node *e, const char *id, const struct sbx
 	s->due_ms = 0;
 }
 
-void egress_node_started(struct egress_node *e, const char *id)
+void egress_node_started(struct egress_node *e, const char *id, const char *ip)
 {
 	struct eg_sb *s = find(e, id);
 	sbx_err err = SBX_ERR_INIT;
 
 	if (!s || !s->pending)
 		return;
+	learn_ip(e, s, ip);
 	if (has_hosts(&s->p)) {
 		/* the start process resolved them too; this learns the TTLs */
 		struct sbx_egress p = s->p;
@@ -260,7 +279,6 @@ void egress_node_started(struct egress_node *e, const char *id)
 		return;
 	}
 	s->pending = false;
-	learn_ip(e, s);
 }
 
 static bool same_policy(const struct sbx_egress *a, const struct sbx_egress *b)
@@ -350,7 +368,8 @@ long long egress_node_tick(struct egress_node *e)
 					changed = true;
 			}
 			if (changed) {
-				if (egress_apply_resolved(e->c, s->id, &s->p, res, &err) < 0) {
+				char ip[16];
+				if (egress_apply_resolved(e->c, s->id, ip_text(s, ip), &s->p, res, &err) < 0) {
 					log_warnx("sandbox %s: hostnames changed, rules not updated: %s", s->id, err.msg);
 					s->due_ms = now + DNS_TTL_MIN * 1000;
 					continue;

@@ -29,7 +29,8 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 /* A start's policy (put in force by the start process): kept as pending
  * until egress_node_started (start ok) or egress_node_forget. */
 void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p);
-void egress_node_started(struct egress_node *e, const char *id);
+/* ip: its address when the caller knows it (NULL: looked up in the map) */
+void egress_node_started(struct egress_node *e, const char *id, const char *ip);
 void egress_node_forget(struct egress_node *e, const char *id);
 /* Policies of ready sandboxes of this node that it does not know (after a
  * restart of the agent), from their records. */

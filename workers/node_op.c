@@ -204,14 +204,18 @@ static void op_done(struct node *n, struct op *o)
 				      : sbx_reply_fail(strstr(msg, "still mounted") ? "volume_in_use" : NULL, msg));
 	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
+			char ip[16];
+
 			s->st = SB_READY;
-			egress_node_started(n->egress, o->id);
-			idle_ready(s, false);
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
 					   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", o->id, "placement_id",
 						     o->id));
+			/* the node's own bookkeeping after the answer: nothing else
+			 * of this sandbox is handled before it is done (one loop) */
+			egress_node_started(n->egress, o->id, sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
+			idle_ready(s, false);
 		} else {
 			if (ok)
 				snprintf(msg, sizeof(msg), "the sandbox was destroyed while it started");

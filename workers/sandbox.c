@@ -373,6 +373,18 @@ static void net_ip_read(const struct sandbox_paths *p, char ip[16])
 	fclose(f);
 }
 
+int sandbox_net_ip(const struct sandbox_node_cfg *c, const char *id, char ip[16])
+{
+	struct sandbox_paths p;
+
+	ip[0] = '\0';
+	if (!sbx_id_valid(id))
+		return -1;
+	sandbox_paths(c, id, &p);
+	net_ip_read(&p, ip);
+	return ip[0] ? 0 : -1;
+}
+
 /* The network goes from the uplink it was made in (sandbox.json records
  * it): net_sandbox_destroy_made_in. */
 static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,

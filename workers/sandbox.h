@@ -115,6 +115,9 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 int sandbox_destroy(const struct sandbox_node_cfg *c, const char *id, sbx_err *err);
 /* Is its sentry (the runsc sandbox process) alive? 1 yes, 0 no, -1 unknown. */
 int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, size_t whysz);
+/* The address its start gave the sandbox's network (kept beside it, so
+ * nothing lists the node's table for it): 0, or -1 and "" when none. */
+int sandbox_net_ip(const struct sandbox_node_cfg *c, const char *id, char ip[16]);
 /* How often the kernel's OOM killer struck inside the sandbox's memory cgroup
  * (-1: unknown). gVisor often survives a memory bomb with only the offending
  * process killed: a count that rose during an exec says why it died. */
