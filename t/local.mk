@@ -14,6 +14,7 @@ SBX_UNIT_TESTS = \
 	t/unit/sandbox_state_test \
 	t/unit/frame_test \
 	t/unit/chanauth_test \
+	t/unit/blake2b_test \
 	t/unit/usage_test \
 	t/unit/stats_view_test \
 	t/unit/egress_test \

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
-#include <sodium.h>
+#include "blake2b.h"
 #include "chanauth.h"
 #include "clock.h"
 
@@ -15,15 +15,15 @@
 void sbx_chan_mac(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
 		  const uint8_t nonce[SBX_CHAN_NONCE_LEN], const char *id, uint8_t out[SBX_CHAN_MAC_LEN])
 {
-	crypto_generichash_state st;
+	struct sbx_blake2b st;
 
-	crypto_generichash_init(&st, key, SBX_CHAN_KEY_LEN, SBX_CHAN_MAC_LEN);
-	crypto_generichash_update(&st, (const unsigned char *)MAC_TAG, strlen(MAC_TAG));
-	crypto_generichash_update(&st, (const unsigned char *)role, strlen(role) + 1);
-	crypto_generichash_update(&st, nonce, SBX_CHAN_NONCE_LEN);
-	crypto_generichash_update(&st, (const unsigned char *)id, strlen(id));
-	crypto_generichash_final(&st, out, SBX_CHAN_MAC_LEN);
-	sodium_memzero(&st, sizeof(st));
+	/* keyed BLAKE2b, as libsodium's crypto_generichash (blake2b.h) */
+	(void)sbx_blake2b_init(&st, SBX_CHAN_MAC_LEN, key, SBX_CHAN_KEY_LEN);
+	sbx_blake2b_update(&st, MAC_TAG, strlen(MAC_TAG));
+	sbx_blake2b_update(&st, role, strlen(role) + 1);
+	sbx_blake2b_update(&st, nonce, SBX_CHAN_NONCE_LEN);
+	sbx_blake2b_update(&st, id, strlen(id));
+	sbx_blake2b_final(&st, out);
 }
 
 int sbx_chan_mac_ok(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
@@ -33,9 +33,14 @@ int sbx_chan_mac_ok(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
 	uint8_t want[SBX_CHAN_MAC_LEN];
 	int ok;
 
+	volatile uint8_t diff = 0;
+
 	sbx_chan_mac(key, role, nonce, id, want);
-	ok = sodium_memcmp(want, mac, SBX_CHAN_MAC_LEN) == 0;
-	sodium_memzero(want, sizeof(want));
+	/* every byte compared, whatever the first difference (constant time) */
+	for (size_t i = 0; i < SBX_CHAN_MAC_LEN; i++)
+		diff |= want[i] ^ mac[i];
+	ok = diff == 0;
+	explicit_bzero(want, sizeof(want));
 	return ok;
 }
 
@@ -54,20 +59,41 @@ int sbx_chan_random(uint8_t *out, size_t n, sbx_err *err)
 	return 0;
 }
 
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
 int sbx_chan_key_parse(const char *hex, uint8_t key[SBX_CHAN_KEY_LEN], sbx_err *err)
 {
-	size_t bin_len = 0;
-
-	if (!hex || strlen(hex) != SBX_CHAN_KEY_HEX ||
-	    sodium_hex2bin(key, SBX_CHAN_KEY_LEN, hex, SBX_CHAN_KEY_HEX, NULL, &bin_len, NULL) != 0 ||
-	    bin_len != SBX_CHAN_KEY_LEN)
+	if (!hex || strlen(hex) != SBX_CHAN_KEY_HEX)
 		return sbx_err_set(err, 500, "chan", "a channel key is %d hex characters", SBX_CHAN_KEY_HEX);
+	for (size_t i = 0; i < SBX_CHAN_KEY_LEN; i++) {
+		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			explicit_bzero(key, SBX_CHAN_KEY_LEN);
+			return sbx_err_set(err, 500, "chan", "a channel key is %d hex characters", SBX_CHAN_KEY_HEX);
+		}
+		key[i] = (uint8_t)(hi << 4 | lo);
+	}
 	return 0;
 }
 
 void sbx_chan_key_hex(const uint8_t key[SBX_CHAN_KEY_LEN], char out[SBX_CHAN_KEY_HEX + 1])
 {
-	sodium_bin2hex(out, SBX_CHAN_KEY_HEX + 1, key, SBX_CHAN_KEY_LEN);
+	static const char digits[] = "0123456789abcdef";
+
+	for (size_t i = 0; i < SBX_CHAN_KEY_LEN; i++) {
+		out[2 * i] = digits[key[i] >> 4];
+		out[2 * i + 1] = digits[key[i] & 15];
+	}
+	out[SBX_CHAN_KEY_HEX] = 0;
 }
 
 /* Is the frame of the expected type whole in h->buf? 1 yes (f points into
@@ -142,7 +168,7 @@ void sbx_chan_hs_init(struct sbx_chan_hs *h, const uint8_t key[SBX_CHAN_KEY_LEN]
 
 void sbx_chan_hs_clear(struct sbx_chan_hs *h)
 {
-	sodium_memzero(h, sizeof(*h));
+	explicit_bzero(h, sizeof(*h));
 }
 
 int sbx_chan_hs_step(struct sbx_chan_hs *h, int fd, sbx_err *err)

@@ -2,7 +2,7 @@
  * handshake in frame.h). The key is per sandbox, random, 32 bytes: the node
  * agent keeps it in the sandbox's host directory (never inside the sandbox's
  * filesystem) and hands it to sbx-init in its environment at start. Linked
- * into the static sbx-init too: libsodium and libc only. */
+ * into the static sbx-init too: libc only (the MAC is blake2b.c's). */
 #ifndef SBX_CHANAUTH_H
 #define SBX_CHANAUTH_H
 
