@@ -140,6 +140,11 @@ int buf_reserve(struct buf *b, size_t n);
 void buf_free(struct buf *b);
 void conn_kill(struct conn *c, const char *why);
 void conn_flush(struct conn *c);
+/* The loop's wait (ms, -1: none) shortened to SHRINK_IDLE_MS while a
+ * connection keeps a big empty output buffer; conns_shrink, after such a
+ * wait passed quiet, returns them. */
+int conns_shrink_wait(int wait_ms);
+void conns_shrink(void);
 void conn_send(struct conn *c, uint8_t type, uint32_t stream, const void *payload, size_t len);
 void conn_send_u32(struct conn *c, uint8_t type, uint32_t stream, uint32_t v);
 void send_error(struct conn *c, uint32_t stream, const char *fmt, ...)

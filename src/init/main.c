@@ -519,7 +519,10 @@ int main(int argc, char **argv)
 	/* children that were already ours (none as PID 1) */
 	reap();
 	for (;;) {
-		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), proc_unhold());
+		int hold = proc_unhold(), wait = conns_shrink_wait(hold);
+		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), wait);
+		if (n == 0 && wait != hold)
+			conns_shrink(); /* quiet for SHRINK_IDLE_MS */
 		if (n < 0 && errno != EINTR) {
 			logmsg("epoll_wait: %s", strerror(errno));
 			sleep(1);
