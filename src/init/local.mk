@@ -13,7 +13,7 @@ pkglibexec_PROGRAMS = src/init/sbx-init
 src_init_sbx_init_SOURCES = src/init/main.c src/init/conn.c src/init/proc.c src/init/spare.c \
 	src/init/xfer.c src/init/attach.c src/init/file.c \
 	src/init/init.h src/lib/frame.c src/lib/frame.h \
-	src/lib/chanauth.c src/lib/chanauth.h src/lib/blake2b.c src/lib/blake2b.h \
+	src/lib/chanauth.c src/lib/chanauth.h src/lib/blake2b.c src/lib/blake2b.h src/lib/hex.h \
 	src/lib/clock.c src/lib/clock.h src/lib/err.c src/lib/err.h
 # (the link line repeats the target's CFLAGS, and gcc takes a specs file once)
 if SBX_INIT_MUSL

@@ -8,9 +8,8 @@ static const uint64_t iv[8] = {
 	0x510e527fade682d1ULL, 0x9b05688c2b3e6c1fULL, 0x1f83d9abfb41bd6bULL, 0x5be0cd19137e2179ULL,
 };
 
-/* RFC 7693 2.7: the message word schedule of each of the 12 rounds (rounds
- * 10 and 11 repeat 0 and 1) */
-static const uint8_t sigma[12][16] = {
+/* RFC 7693 2.7: the message word schedule of round r is sigma[r % 10] */
+static const uint8_t sigma[10][16] = {
 	{ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 },
 	{ 14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3 },
 	{ 11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4 },
@@ -21,8 +20,6 @@ static const uint8_t sigma[12][16] = {
 	{ 13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10 },
 	{ 6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5 },
 	{ 10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0 },
-	{ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 },
-	{ 14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3 },
 };
 
 static uint64_t rotr(uint64_t x, unsigned n)
@@ -68,7 +65,7 @@ static void compress(struct sbx_blake2b *s, int last)
 	if (last)
 		v[14] = ~v[14];
 	for (int r = 0; r < 12; r++) {
-		const uint8_t *z = sigma[r];
+		const uint8_t *z = sigma[r % 10];
 		mix(v, 0, 4, 8, 12, m[z[0]], m[z[1]]);
 		mix(v, 1, 5, 9, 13, m[z[2]], m[z[3]]);
 		mix(v, 2, 6, 10, 14, m[z[4]], m[z[5]]);

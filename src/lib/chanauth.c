@@ -9,6 +9,7 @@
 #include "blake2b.h"
 #include "chanauth.h"
 #include "clock.h"
+#include "hex.h"
 
 #define MAC_TAG "sbx-chan3 "
 
@@ -59,23 +60,12 @@ int sbx_chan_random(uint8_t *out, size_t n, sbx_err *err)
 	return 0;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 int sbx_chan_key_parse(const char *hex, uint8_t key[SBX_CHAN_KEY_LEN], sbx_err *err)
 {
 	if (!hex || strlen(hex) != SBX_CHAN_KEY_HEX)
 		return sbx_err_set(err, 500, "chan", "a channel key is %d hex characters", SBX_CHAN_KEY_HEX);
 	for (size_t i = 0; i < SBX_CHAN_KEY_LEN; i++) {
-		int hi = hexval(hex[2 * i]), lo = hexval(hex[2 * i + 1]);
+		int hi = sbx_hexval(hex[2 * i]), lo = sbx_hexval(hex[2 * i + 1]);
 		if (hi < 0 || lo < 0) {
 			explicit_bzero(key, SBX_CHAN_KEY_LEN);
 			return sbx_err_set(err, 500, "chan", "a channel key is %d hex characters", SBX_CHAN_KEY_HEX);

@@ -1,18 +1,8 @@
 #include "config.h"
 #include <stdlib.h>
 #include <string.h>
+#include "hex.h"
 #include "page.h"
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 int sbx_url_decode(const char *in, size_t n, char *out, size_t outsz)
 {
@@ -24,8 +14,8 @@ int sbx_url_decode(const char *in, size_t n, char *out, size_t outsz)
 			int h, l;
 			if (i + 2 >= n)
 				return -1;
-			h = hexval(in[i + 1]);
-			l = hexval(in[i + 2]);
+			h = sbx_hexval(in[i + 1]);
+			l = sbx_hexval(in[i + 2]);
 			if (h < 0 || l < 0)
 				return -1;
 			c = (char)(h * 16 + l);
