@@ -90,7 +90,7 @@ static json_t *do_provision(struct prov *p, const char *id)
 	/* a test holds this gap (the node answered, ready not recorded yet):
 	 * the node's orphan pass must keep the sandbox (sandbox-crash.t h) */
 	fault_point(p->fault_points, p->state_dir, "provision-ready", id);
-	rc = sbx_sandbox_ready(&p->db, id, NULL, pl.node_id, pl.container_id, pl.placement_id, true, &err);
+	rc = sbx_sandbox_ready(&p->db, id, pl.node_id, pl.container_id, pl.placement_id, &err);
 	if (rc <= 0) {
 		sbx_err derr = SBX_ERR_INIT;
 		/* cancelled, failed by a deadline, or the database is gone: undo */

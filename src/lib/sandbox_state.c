@@ -99,17 +99,17 @@ static int change(sbx_db *db, unsigned from, enum sbx_sb_status to, sbx_err *err
 	return PQntuples(res) > 0;
 }
 
-int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *node_id, const char *container_id,
-		      const char *placement_id, bool unless_destroy_asked, sbx_err *err)
+int sbx_sandbox_ready(sbx_db *db, const char *id, const char *node_id, const char *container_id,
+		      const char *placement_id, sbx_err *err)
 {
-	const char *p[] = { id, org, node_id, container_id, unless_destroy_asked ? "true" : "false", placement_id };
+	const char *p[] = { id, node_id, container_id, placement_id };
 
 	return change(db, B(STARTING), SBX_SB_READY, err,
-		      "UPDATE sandboxes SET status = 'ready', node_id = $3, container_id = $4, "
-		      "placement_id = coalesce($6, placement_id), last_activity_at = now() "
-		      "WHERE id = $1 AND ($2::text IS NULL OR org_id = $2) AND status = ANY($7::sandbox_status[]) "
-		      "AND NOT ($5::boolean AND destroy_requested_at IS NOT NULL) RETURNING id",
-		      6, p);
+		      "UPDATE sandboxes SET status = 'ready', node_id = $2, container_id = $3, "
+		      "placement_id = coalesce($4, placement_id), last_activity_at = now() "
+		      "WHERE id = $1 AND status = ANY($5::sandbox_status[]) AND destroy_requested_at IS NULL "
+		      "RETURNING id",
+		      4, p);
 }
 
 int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err)

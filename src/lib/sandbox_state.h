@@ -54,10 +54,10 @@ int sbx_sb_guard(unsigned from_mask, enum sbx_sb_status to, char *out, size_t ou
 
 /* starting -> ready with its placement (placement_id NULL: the one the
  * record has; a warm create names the pool member it was handed);
- * last_activity_at starts now. With unless_destroy_asked, a record whose
- * destroy was asked stays starting. */
-int sbx_sandbox_ready(sbx_db *db, const char *id, const char *org, const char *node_id, const char *container_id,
-		      const char *placement_id, bool unless_destroy_asked, sbx_err *err);
+ * last_activity_at starts now. A record whose destroy was asked stays
+ * starting (0). The provisioner's, once the node has started it. */
+int sbx_sandbox_ready(sbx_db *db, const char *id, const char *node_id, const char *container_id,
+		      const char *placement_id, sbx_err *err);
 /* starting -> failed: its create did not finish (the reason is shown). */
 int sbx_sandbox_fail_start(sbx_db *db, const char *id, const char *org, const char *reason, sbx_err *err);
 /* starting, ready, pausing, paused, resuming -> failed: it died or was lost. */
