@@ -225,14 +225,20 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 {
 	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	struct eg_sb *s;
+	sbx_err e2 = SBX_ERR_INIT;
 	char ip[16];
+	const char *at = ip_text(find(e, id), ip);
 
+	/* one look in the map for a sandbox not known yet, for the rules and
+	 * for learn_ip below (when it fails, the apply says why) */
+	if (!at && net_sandbox_ip(e->c, id, ip, &e2) == 0)
+		at = ip;
 	memset(res, 0, sizeof(res));
 	if (egress_resolve(e->c, p, res, err) < 0) {
 		log_warnx("sandbox %s: %s (its hostnames allow nothing until they resolve)", id, err->msg);
 		sbx_err_clear(err);
 	}
-	if (egress_apply_resolved(e->c, id, ip_text(find(e, id), ip), p, res, err) < 0)
+	if (egress_apply_resolved(e->c, id, at, p, res, err) < 0)
 		return -1;
 	s = get(e, id);
 	if (!s) {
@@ -243,7 +249,7 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 	s->pending = false;
 	s->p = *p;
 	memcpy(s->res, res, sizeof(res));
-	learn_ip(e, s, NULL);
+	learn_ip(e, s, at);
 	s->due_ms = has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
 	if (resolved)
 		*resolved = resolved_json(s);
