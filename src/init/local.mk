@@ -15,12 +15,8 @@ src_init_sbx_init_SOURCES = src/init/main.c src/init/conn.c src/init/proc.c src/
 	src/init/init.h src/lib/frame.c src/lib/frame.h \
 	src/lib/chanauth.c src/lib/chanauth.h src/lib/blake2b.c src/lib/blake2b.h src/lib/hex.h \
 	src/lib/clock.c src/lib/clock.h src/lib/err.c src/lib/err.h
-# (the link line repeats the target's CFLAGS, and gcc takes a specs file once)
-if SBX_INIT_MUSL
-src_init_sbx_init_CFLAGS = $(SBX_CFLAGS) -fno-sanitize=all -specs=$(MUSL_SPECS)
+# (SBX_INIT_LIBC_CFLAGS, musl's -specs, goes in CFLAGS only: the link line
+# repeats the target's CFLAGS, and gcc takes a specs file once)
+src_init_sbx_init_CFLAGS = $(SBX_CFLAGS) -fno-sanitize=all $(SBX_INIT_LIBC_CFLAGS)
 src_init_sbx_init_LDFLAGS = -static
-else
-src_init_sbx_init_CFLAGS = $(SBX_CFLAGS) -fno-sanitize=all
-src_init_sbx_init_LDFLAGS = -static
-endif
 src_init_sbx_init_LDADD =

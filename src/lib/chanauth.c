@@ -32,9 +32,8 @@ int sbx_chan_mac_ok(const uint8_t key[SBX_CHAN_KEY_LEN], const char *role,
 		    const uint8_t mac[SBX_CHAN_MAC_LEN])
 {
 	uint8_t want[SBX_CHAN_MAC_LEN];
-	int ok;
-
 	volatile uint8_t diff = 0;
+	int ok;
 
 	sbx_chan_mac(key, role, nonce, id, want);
 	/* every byte compared, whatever the first difference (constant time) */
