@@ -6,7 +6,7 @@
 #
 # The libc is musl where configure found its gcc specs (musl-tools), else
 # glibc. Under gVisor a static glibc program spends ~8 ms starting, a musl one
-# ~1.5 ms (vfork+exec of each inside a sandbox, p50 of 200): glibc's start-up
+# ~1.6 ms (vfork+exec of each inside a sandbox, p50 of 200): glibc's start-up
 # probes the CPU with ~43 CPUID instructions, each a trap into the sentry, and
 # sbx-init's start is on every cold create's path.
 pkglibexec_PROGRAMS = src/init/sbx-init
