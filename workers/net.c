@@ -547,6 +547,36 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id, struc
 	return net_sandbox_create_in(c, sandbox_id, NULL, out, err);
 }
 
+static void *net_async_run(void *arg)
+{
+	struct net_async *a = arg;
+
+	a->rc = net_sandbox_create(a->c, a->sandbox_id, &a->ns, &a->err);
+	return NULL;
+}
+
+void net_sandbox_create_begin(struct net_async *a, const struct net_config *c, const char *sandbox_id)
+{
+	a->c = c;
+	a->sandbox_id = sandbox_id;
+	a->running = pthread_create(&a->th, NULL, net_async_run, a) == 0;
+	if (!a->running)
+		net_async_run(a);
+}
+
+int net_sandbox_create_end(struct net_async *a, struct net_sandbox *out, sbx_err *err)
+{
+	if (a->running) {
+		pthread_join(a->th, NULL);
+		a->running = false;
+	}
+	if (a->rc < 0 && err)
+		*err = a->err;
+	if (a->rc == 0 && out)
+		*out = a->ns;
+	return a->rc;
+}
+
 int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, const char *netns_path,
 			  struct net_sandbox *out, sbx_err *err)
 {

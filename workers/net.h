@@ -5,6 +5,8 @@
 #ifndef SBX_NET_H
 #define SBX_NET_H
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include "err.h"
 
@@ -41,6 +43,24 @@ int net_sandbox_create(const struct net_config *c, const char *sandbox_id,
  * to its owner. netns_path NULL: a namespace of ours. */
 int net_sandbox_create_in(const struct net_config *c, const char *sandbox_id, const char *netns_path,
 			  struct net_sandbox *out, sbx_err *err);
+
+/* net_sandbox_create on a thread of its own, so that a start makes its disk
+ * meanwhile (sandbox.c): _begin starts it (in line when no thread can be
+ * had), _end waits for it and gives its result; _end before _begin, or a
+ * second time, returns what it returned the first (0 when never begun).
+ * The caller's id must stay valid until _end. */
+struct net_async {
+	const struct net_config *c;
+	const char *sandbox_id;
+	pthread_t th;
+	bool running;
+	int rc;
+	struct net_sandbox ns;
+	sbx_err err;
+};
+#define NET_ASYNC_INIT { .rc = 0, .err = SBX_ERR_INIT }
+void net_sandbox_create_begin(struct net_async *a, const struct net_config *c, const char *sandbox_id);
+int net_sandbox_create_end(struct net_async *a, struct net_sandbox *out, sbx_err *err);
 
 /* Idempotent: removes the sandbox's veth, netns, neighbour entry, nft map
  * element and chains, whichever exist. */

@@ -605,6 +605,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	char lower[1500], digest[80], dir[600], key_hex[SBX_CHAN_KEY_HEX + 1] = "";
 	json_t *image_env = NULL;
 	struct net_sandbox ns;
+	struct net_async na = NET_ASYNC_INIT;
 	struct step_clock k = { 0 };
 	long long deadline = sbx_now_ms() + (c->start_timeout_ms > 0 ? c->start_timeout_ms : DEFAULT_START_TIMEOUT_MS);
 	struct stat st;
@@ -646,6 +647,9 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step_to(&k, "intent");
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
+	/* the network is made on a thread meanwhile: the steps to "network"
+	 * are the disk's, "network" what is left of it then */
+	net_sandbox_create_begin(&na, c->net, s->id);
 	step_to(&k, "disk");
 	if (disk_make(c, s, &p, err) < 0)
 		goto fail;
@@ -673,7 +677,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	if (sandbox_has_init(c) && chan_key_make(&p, key_hex, err) < 0)
 		goto fail;
 	step_to(&k, "network");
-	if (net_sandbox_create(c->net, s->id, &ns, err) < 0)
+	if (net_sandbox_create_end(&na, &ns, err) < 0)
 		goto fail;
 	net_ip_write(&p, ns.ip);
 	/* fail closed: a policy that cannot be installed fails the start */
@@ -709,6 +713,8 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	return 0;
 
 fail:
+	/* whatever the thread makes is made before teardown looks */
+	net_sandbox_create_end(&na, NULL, NULL);
 	explicit_bzero(key_hex, sizeof(key_hex));
 	json_decref(image_env);
 	{
