@@ -147,6 +147,11 @@ done
 plan=$(psql_q "EXPLAIN VERBOSE SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = '$(random_id)'")
 unlike "$plan" 'sbx_sandbox_json' "the sandbox view is inlined into the query (no call per row)"
 like "$plan" 'jsonb_build_object' "its expression is in the query's plan"
+# ... and so are its timestamps (sql/020): sbx_time declared IMMUTABLE over
+# a STABLE to_char was not, and its body was parsed on every request
+unlike "$plan" 'sbx_time' "the view's timestamps (sbx_time) are inlined too"
+like "$(psql_q "SELECT sbx_time('2026-01-02 03:04:05.678+02')")" '^2026-01-02T01:04:05\.678Z$' \
+	"sbx_time: RFC 3339 UTC with milliseconds"
 is "$(psql_q "SELECT sbx_json_keys('{\"b\":1,\"a\":2,\"ccc\":3}')::text || sbx_json_keys('{}')::text")" '["a", "b", "ccc"][]' \
 	"env keys: sorted, [] for none"
 
