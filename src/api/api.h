@@ -69,6 +69,9 @@ typedef void (*api_handler)(struct api_req *r);
 const char *api_param(struct api_req *r, const char *name);
 void api_send_json(struct api_req *r, int status, json_t *body /* stolen */);
 void api_send_data(struct api_req *r, int status, const char *message, json_t *data /* stolen */);
+/* The same envelope around data, JSON text as Postgres gave it (len bytes),
+ * passed through unparsed. */
+void api_send_data_raw(struct api_req *r, int status, const char *message, const char *data, size_t len);
 void api_send_error(struct api_req *r, const sbx_err *err);
 /* An error that still carries data (e.g. the id of a record left 'failed'). */
 void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data /* stolen */);

@@ -97,6 +97,25 @@ void api_send_data(struct api_req *r, int status, const char *message, json_t *d
 	api_send_json(r, status, o);
 }
 
+void api_send_data_raw(struct api_req *r, int status, const char *message, const char *data, size_t len)
+{
+	cleanup_json json_t *m = json_string(message);
+	cleanup_free char *ms = m ? json_dumps(m, JSON_ENCODE_ANY) : NULL;
+
+	if (r->answered)
+		return;
+	if (!ms) {
+		send_json(r, 500, NULL, NULL);
+		return;
+	}
+	send_head(r, status, "application/json", NULL);
+	FCGX_PutS("{\"message\":", r->fcgx->out);
+	FCGX_PutS(ms, r->fcgx->out);
+	FCGX_PutS(",\"data\":", r->fcgx->out);
+	FCGX_PutStr(data, (int)len, r->fcgx->out);
+	FCGX_PutS("}", r->fcgx->out);
+}
+
 void api_send_error(struct api_req *r, const sbx_err *err)
 {
 	api_send_error_data(r, err, NULL);

@@ -46,7 +46,8 @@ for M in $MODES; do
 		'["continent,country,enabled,id,name,type","sandbox",true]' "regions: {id, name, country, continent, enabled, type: sandbox}"
 done
 T_SECTION=""
-REGION=$(j -c '.data.regions[0]')
+# compared with sorted keys: a JSON object's key order means nothing
+REGION=$(j -cS '.data.regions[0]')
 REGION_ID=$(j -r '.data.regions[0].id')
 
 # --- create: what CreateSandboxInput carries
@@ -98,7 +99,7 @@ A=$SB_ID
 check_sandbox() {
 	is "$(j -r "$1 | .project_environment")" "$ENV_ID" "$2: environmentId is echoed as project_environment"
 	is "$(j -r "$1 | .team")" "$ORG" "$2: team is the organisation"
-	is "$(j -c "$1 | .region")" "$REGION" "$2: region is the region object of the regions list"
+	is "$(j -cS "$1 | .region")" "$REGION" "$2: region is the region object of the regions list"
 	is "$(j -r "$1 | .snapshot_mode")" manual "$2: snapshot_mode manual"
 	is "$(j -c "$1 | [.auto_destroy, .destroy_timeout]")" '[false,null]' "$2: destroyTimeout without autoDestroy was ignored"
 }
@@ -110,7 +111,7 @@ for M in $MODES; do
 	req $M GET "/sandboxes?limit=100"
 	check_sandbox ".data.data[] | select(.id == \"$A\")" "the list"
 	req $M GET "/sandboxes/$A/wait?timeout=1"
-	is "$(j -c '.data.region')" "$REGION" "wait: region object"
+	is "$(j -cS '.data.region')" "$REGION" "wait: region object"
 done
 T_SECTION=""
 is "$(psql_q "SELECT project_environment || ' ' || snapshot_mode || ' ' || coalesce(destroy_timeout, '-') FROM sandboxes WHERE id = '$A'")" \
