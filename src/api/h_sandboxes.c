@@ -96,6 +96,8 @@ void h_sandboxes_list(struct api_req *r)
 	api_send_data(r, 200, "Sandboxes retrieved", api_page_data(r, &pg, res, api_sandbox_public));
 }
 
+/* What the record's JSON lacks of the public Sandbox object; the GET of one
+ * (h_sandbox_get) adds the same in its query: change both together. */
 void api_sandbox_public(const sbx_config *cfg, json_t *s)
 {
 	json_t *mode;
