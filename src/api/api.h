@@ -72,6 +72,9 @@ void api_send_data(struct api_req *r, int status, const char *message, json_t *d
 /* The same envelope around data, JSON text as Postgres gave it (len bytes),
  * passed through unparsed. */
 void api_send_data_raw(struct api_req *r, int status, const char *message, const char *data, size_t len);
+/* A page ({data, totalCount, currentPage, totalPages, limit}) whose items
+ * are column 1 of res as JSON text, column 0 the total, passed through. */
+void api_send_page_raw(struct api_req *r, const char *message, const sbx_page *pg, PGresult *res);
 void api_send_error(struct api_req *r, const sbx_err *err);
 /* An error that still carries data (e.g. the id of a record left 'failed'). */
 void api_send_error_data(struct api_req *r, const sbx_err *err, json_t *data /* stolen */);

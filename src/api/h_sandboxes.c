@@ -18,6 +18,13 @@
 #include "usage.h"
 #include "volumes.h"
 
+/* The public Sandbox object of row ALIAS in SQL: the record's JSON, the
+ * region object (REGION: a parameter, api_region_json as text) and the
+ * default snapshot_mode, as api_sandbox_public adds them in C. */
+#define SANDBOX_PUBLIC_SQL(alias, region)                                                        \
+	"(sbx_sandbox_json(" alias ") || jsonb_build_object('region', " region "::jsonb, "        \
+	"'snapshot_mode', coalesce(" alias ".snapshot_mode, 'manual')))"
+
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
 	api_send_error(r, err);
@@ -50,7 +57,8 @@ void h_sandboxes_list(struct api_req *r)
 {
 	cleanup_pgres PGresult *res = NULL;
 	cleanup_json json_t *filter = json_object();
-	cleanup_free char *filter_s = NULL;
+	cleanup_free char *filter_s = NULL, *region = NULL;
+	cleanup_json json_t *rj = NULL;
 	sbx_err err = SBX_ERR_INIT;
 	char status[32], lim[16], off[24];
 	const char *status_p = NULL;
@@ -82,22 +90,32 @@ void h_sandboxes_list(struct api_req *r)
 		return;
 	}
 	filter_s = json_dumps(filter, JSON_COMPACT);
+	rj = api_region_json(r->ctx->cfg);
+	region = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+	if (!filter_s || !region) {
+		sbx_err_set(&err, 500, "nomem", "out of memory");
+		api_send_error(r, &err);
+		return;
+	}
+	/* the page's rows go to the client as Postgres wrote them (h_sandbox_get) */
 	if (api_limits_read(r, &res, &err,
 			    "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
 			    "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
 			    "  AND s.metadata @> $3::jsonb) "
 			    "SELECT (SELECT count(*) FROM f), "
-			    "  (SELECT coalesce(jsonb_agg(sbx_sandbox_json(p) ORDER BY p.created_at DESC, p.id), '[]') "
+			    "  (SELECT coalesce(jsonb_agg(" SANDBOX_PUBLIC_SQL("p", "$6") " "
+			    "     ORDER BY p.created_at DESC, p.id), '[]') "
 			    "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
-			    5, r->org.org_id, status_p, filter_s, lim, off) < 0) {
+			    6, r->org.org_id, status_p, filter_s, lim, off, region) < 0) {
 		send_db_error(r, &err);
 		return;
 	}
-	api_send_data(r, 200, "Sandboxes retrieved", api_page_data(r, &pg, res, api_sandbox_public));
+	api_send_page_raw(r, "Sandboxes retrieved", &pg, res);
 }
 
-/* What the record's JSON lacks of the public Sandbox object; the GET of one
- * (h_sandbox_get) adds the same in its query: change both together. */
+/* What the record's JSON lacks of the public Sandbox object. The GET and
+ * the list add the same in their queries (SANDBOX_PUBLIC_SQL): change both
+ * together. */
 void api_sandbox_public(const sbx_config *cfg, json_t *s)
 {
 	json_t *mode;
@@ -145,9 +163,7 @@ void h_sandbox_get(struct api_req *r)
 		return;
 	}
 	if (api_limits_read(r, &res, &err,
-			    "SELECT sbx_sandbox_json(s) || jsonb_build_object('region', $3::jsonb, "
-			    "'snapshot_mode', coalesce(s.snapshot_mode, 'manual')) "
-			    "FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2",
+			    "SELECT " SANDBOX_PUBLIC_SQL("s", "$3") " FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2",
 			    3, r->m.id, r->org.org_id, region) < 0 ||
 	    api_one_row(res, "Sandbox", &err) < 0) {
 		api_send_error(r, &err);

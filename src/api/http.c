@@ -116,6 +116,31 @@ void api_send_data_raw(struct api_req *r, int status, const char *message, const
 	FCGX_PutS("}", r->fcgx->out);
 }
 
+void api_send_page_raw(struct api_req *r, const char *message, const sbx_page *pg, PGresult *res)
+{
+	long long total = atoll(PQgetvalue(res, 0, 0));
+	const char *items = PQgetvalue(res, 0, 1);
+	size_t n = (size_t)PQgetlength(res, 0, 1);
+	cleanup_free char *d = NULL;
+	char tail[160];
+	int tl;
+
+	tl = snprintf(tail, sizeof(tail), ",\"totalCount\":%lld,\"currentPage\":%ld,\"totalPages\":%ld,\"limit\":%ld}",
+		      total, pg->page, sbx_page_total_pages((long)total, pg->limit), pg->limit);
+	if (!n) {
+		items = "[]";
+		n = 2;
+	}
+	if (tl < 0 || (size_t)tl >= sizeof(tail) || !(d = malloc(9 + n + (size_t)tl))) {
+		send_json(r, 500, NULL, NULL);
+		return;
+	}
+	memcpy(d, "{\"data\":", 8);
+	memcpy(d + 8, items, n);
+	memcpy(d + 8 + n, tail, (size_t)tl);
+	api_send_data_raw(r, 200, message, d, 8 + n + (size_t)tl);
+}
+
 void api_send_error(struct api_req *r, const sbx_err *err)
 {
 	api_send_error_data(r, err, NULL);
