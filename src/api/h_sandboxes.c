@@ -25,6 +25,18 @@
 	"(sbx_sandbox_json(" alias ") || jsonb_build_object('region', " region "::jsonb, "        \
 	"'snapshot_mode', coalesce(" alias ".snapshot_mode, 'manual')))"
 
+/* The region object as JSON text, the parameter SANDBOX_PUBLIC_SQL takes;
+ * NULL with a 500 in err when out of memory. */
+static char *region_text(struct api_req *r, sbx_err *err)
+{
+	cleanup_json json_t *rj = api_region_json(r->ctx->cfg);
+	char *t = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+
+	if (!t)
+		sbx_err_set(err, 500, "nomem", "out of memory");
+	return t;
+}
+
 static void send_db_error(struct api_req *r, sbx_err *err)
 {
 	api_send_error(r, err);
@@ -58,7 +70,6 @@ void h_sandboxes_list(struct api_req *r)
 	cleanup_pgres PGresult *res = NULL;
 	cleanup_json json_t *filter = json_object();
 	cleanup_free char *filter_s = NULL, *region = NULL;
-	cleanup_json json_t *rj = NULL;
 	sbx_err err = SBX_ERR_INIT;
 	char status[32], lim[16], off[24];
 	const char *status_p = NULL;
@@ -90,10 +101,9 @@ void h_sandboxes_list(struct api_req *r)
 		return;
 	}
 	filter_s = json_dumps(filter, JSON_COMPACT);
-	rj = api_region_json(r->ctx->cfg);
-	region = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
-	if (!filter_s || !region) {
+	if (!filter_s)
 		sbx_err_set(&err, 500, "nomem", "out of memory");
+	if (!filter_s || !(region = region_text(r, &err))) {
 		api_send_error(r, &err);
 		return;
 	}
@@ -153,16 +163,11 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 void h_sandbox_get(struct api_req *r)
 {
 	cleanup_pgres PGresult *res = NULL;
-	cleanup_json json_t *rj = api_region_json(r->ctx->cfg);
-	cleanup_free char *region = rj ? json_dumps(rj, JSON_COMPACT) : NULL;
+	cleanup_free char *region = NULL;
 	sbx_err err = SBX_ERR_INIT;
 
-	if (!region) {
-		sbx_err_set(&err, 500, "nomem", "out of memory");
-		api_send_error(r, &err);
-		return;
-	}
-	if (api_limits_read(r, &res, &err,
+	if (!(region = region_text(r, &err)) ||
+	    api_limits_read(r, &res, &err,
 			    "SELECT " SANDBOX_PUBLIC_SQL("s", "$3") " FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2",
 			    3, r->m.id, r->org.org_id, region) < 0 ||
 	    api_one_row(res, "Sandbox", &err) < 0) {

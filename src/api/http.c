@@ -97,7 +97,10 @@ void api_send_data(struct api_req *r, int status, const char *message, json_t *d
 	api_send_json(r, status, o);
 }
 
-void api_send_data_raw(struct api_req *r, int status, const char *message, const char *data, size_t len)
+/* The envelope around pre, data[0..len) and post, written as they are:
+ * JSON text that is never parsed here. */
+static void send_data_text(struct api_req *r, int status, const char *message, const char *pre, const char *data,
+			   size_t len, const char *post)
 {
 	cleanup_json json_t *m = json_string(message);
 	cleanup_free char *ms = m ? json_dumps(m, JSON_ENCODE_ANY) : NULL;
@@ -112,8 +115,15 @@ void api_send_data_raw(struct api_req *r, int status, const char *message, const
 	FCGX_PutS("{\"message\":", r->fcgx->out);
 	FCGX_PutS(ms, r->fcgx->out);
 	FCGX_PutS(",\"data\":", r->fcgx->out);
+	FCGX_PutS(pre, r->fcgx->out);
 	FCGX_PutStr(data, (int)len, r->fcgx->out);
+	FCGX_PutS(post, r->fcgx->out);
 	FCGX_PutS("}", r->fcgx->out);
+}
+
+void api_send_data_raw(struct api_req *r, int status, const char *message, const char *data, size_t len)
+{
+	send_data_text(r, status, message, "", data, len, "");
 }
 
 void api_send_page_raw(struct api_req *r, const char *message, const sbx_page *pg, PGresult *res)
@@ -121,24 +131,15 @@ void api_send_page_raw(struct api_req *r, const char *message, const sbx_page *p
 	long long total = atoll(PQgetvalue(res, 0, 0));
 	const char *items = PQgetvalue(res, 0, 1);
 	size_t n = (size_t)PQgetlength(res, 0, 1);
-	cleanup_free char *d = NULL;
 	char tail[160];
-	int tl;
 
-	tl = snprintf(tail, sizeof(tail), ",\"totalCount\":%lld,\"currentPage\":%ld,\"totalPages\":%ld,\"limit\":%ld}",
-		      total, pg->page, sbx_page_total_pages((long)total, pg->limit), pg->limit);
+	snprintf(tail, sizeof(tail), ",\"totalCount\":%lld,\"currentPage\":%ld,\"totalPages\":%ld,\"limit\":%ld}",
+		 total, pg->page, sbx_page_total_pages((long)total, pg->limit), pg->limit);
 	if (!n) {
 		items = "[]";
 		n = 2;
 	}
-	if (tl < 0 || (size_t)tl >= sizeof(tail) || !(d = malloc(9 + n + (size_t)tl))) {
-		send_json(r, 500, NULL, NULL);
-		return;
-	}
-	memcpy(d, "{\"data\":", 8);
-	memcpy(d + 8, items, n);
-	memcpy(d + 8 + n, tail, (size_t)tl);
-	api_send_data_raw(r, 200, message, d, 8 + n + (size_t)tl);
+	send_data_text(r, 200, message, "{\"data\":", items, n, tail);
 }
 
 void api_send_error(struct api_req *r, const sbx_err *err)
