@@ -269,6 +269,13 @@ void egress_node_pending(struct egress_node *e, const char *id, const struct sbx
 	s->due_ms = 0;
 }
 
+bool egress_node_resolves(struct egress_node *e, const char *id)
+{
+	struct eg_sb *s = find(e, id);
+
+	return s && s->pending && has_hosts(&s->p);
+}
+
 void egress_node_started(struct egress_node *e, const char *id, const char *ip)
 {
 	struct eg_sb *s = find(e, id);

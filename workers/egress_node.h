@@ -29,6 +29,9 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 /* A start's policy (put in force by the start process): kept as pending
  * until egress_node_started (start ok) or egress_node_forget. */
 void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p);
+/* A pending start whose policy names hostnames (egress_node_started
+ * resolves them and writes them to the record). */
+bool egress_node_resolves(struct egress_node *e, const char *id);
 /* ip: its address when the caller knows it (NULL: looked up in the map) */
 void egress_node_started(struct egress_node *e, const char *id, const char *ip);
 void egress_node_forget(struct egress_node *e, const char *id);

@@ -205,16 +205,25 @@ static void op_done(struct node *n, struct op *o)
 	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
 			char ip[16];
+			/* hostnames are written to the record before the answer (a
+			 * GET right after the 201 shows egress.resolved; a few ms,
+			 * those creates only); the rest of the node's bookkeeping
+			 * follows it: nothing else of this sandbox is handled
+			 * before it is done (one loop) */
+			bool hosts = egress_node_resolves(n->egress, o->id);
 
 			s->st = SB_READY;
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
+			if (hosts)
+				egress_node_started(n->egress, o->id,
+						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
 					   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", o->id, "placement_id",
 						     o->id));
-			/* the node's own bookkeeping after the answer: nothing else
-			 * of this sandbox is handled before it is done (one loop) */
-			egress_node_started(n->egress, o->id, sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
+			if (!hosts)
+				egress_node_started(n->egress, o->id,
+						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
 			idle_ready(s, false);
 		} else {
 			if (ok)

@@ -3,12 +3,15 @@
 host's network namespace): answers A queries from a JSON zone file
 {"name": ["A.B.C.D", ...]} read at every query (so a test changes records by
 rewriting it), with a TTL of 2 s; NXDOMAIN for other names, no data for
-other types. Each query's name is appended to the log file.
+other types. Each query's name is appended to the log file. A zone's
+"_slow": {"name": MS} answers that name MS milliseconds late (a resolver
+far away; the server answers nothing else meanwhile).
 usage: dnsserver.py ADDR PORT ZONE_FILE LOG_FILE"""
 import json
 import socket
 import struct
 import sys
+import time
 
 addr, port, zone_file, log_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -36,6 +39,9 @@ while True:
             zone = json.load(f)
     except (OSError, ValueError):
         zone = {}
+    slow = zone.get("_slow", {})
+    if isinstance(slow, dict) and isinstance(slow.get(name), int):
+        time.sleep(slow[name] / 1000)
     question = q[12:off + 4]
     answers = b""
     rcode = 0
