@@ -5,7 +5,11 @@
  *    0..32, or a lowercase hostname; ports 0 (none) or 1..65535; errors 400;
  *  - a DNS query from a sandbox through dns_parse_query and, when it
  *    parses, dns_build_answer (the forwarder's path): the name is a C string
- *    that fits, the answer fits its buffer and echoes the question. */
+ *    that fits, the answer fits its buffer and echoes the question;
+ *  - (byte 0 == 2 mod 4) an answer from the resolver through
+ *    dns_parse_answer for the name it asked (the node's re-resolution):
+ *    at most DNS_MAX_ADDRS addresses, sorted without duplicates, the TTL
+ *    clamped. */
 #include "config.h"
 #include <stdint.h>
 #include <stdlib.h>
@@ -43,6 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			require(err.http == 400 && err.msg[0]);
 		}
 		free(s);
+	} else if ((data[0] & 3) == 2) {
+		struct dns_addrs a;
+		static const char *const names[] = { "api.example.test", "a.b", "x" };
+		if (dns_parse_answer(data + 1, size - 1, names[(data[0] >> 2) % 3], &a) == 0) {
+			require(a.n <= DNS_MAX_ADDRS && a.ttl >= DNS_TTL_MIN && a.ttl <= DNS_TTL_MAX);
+			for (size_t i = 1; i < a.n; i++)
+				require(a.a[i - 1] < a.a[i]);
+		}
 	} else {
 		char name[256];
 		uint16_t qtype;

@@ -187,7 +187,7 @@ int dns_build_answer(const uint8_t *m, size_t qend, int rcode, const struct dns_
 	return (int)o;
 }
 
-static int build_query(uint16_t id, const char *name, uint8_t *out, size_t outsz)
+int dns_build_query(uint16_t id, const char *name, uint8_t *out, size_t outsz)
 {
 	size_t o = 12;
 	const char *p = name;
@@ -224,8 +224,7 @@ static int cmp_u32(const void *x, const void *y)
 	return a < b ? -1 : a > b;
 }
 
-/* The A records of an answer for qname (following CNAMEs in it). */
-static int parse_answer(const uint8_t *m, size_t len, const char *qname, struct dns_addrs *out)
+int dns_parse_answer(const uint8_t *m, size_t len, const char *qname, struct dns_addrs *out)
 {
 	char want[256], name[256], target[256];
 	size_t off = 12;
@@ -325,7 +324,7 @@ int dns_resolve(const char *netns, const struct sockaddr_in *up, const char *con
 				int ql;
 				if (out[i].rcode != -1)
 					continue;
-				ql = build_query(ids[i], names[i], buf, sizeof(buf));
+				ql = dns_build_query(ids[i], names[i], buf, sizeof(buf));
 				if (ql > 0 && send(fd, buf, (size_t)ql, 0) < 0 && errno != EAGAIN)
 					return sbx_err_sys(err, "dns", "send to the resolver");
 			}
@@ -342,7 +341,7 @@ int dns_resolve(const char *netns, const struct sockaddr_in *up, const char *con
 				struct dns_addrs a;
 				if (out[i].rcode != -1 || ids[i] != id)
 					continue;
-				if (parse_answer(buf, (size_t)r, names[i], &a) == 0) {
+				if (dns_parse_answer(buf, (size_t)r, names[i], &a) == 0) {
 					out[i] = a;
 					left--;
 				}

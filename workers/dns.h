@@ -42,6 +42,14 @@ int dns_resolve(const char *netns, const struct sockaddr_in *upstream, const cha
 
 /* ---- wire format (dns.c; exposed for the forwarder and tests) ---- */
 
+/* An A query for name with id (recursion desired): its length, or -1 when
+ * name is not one that fits out. */
+int dns_build_query(uint16_t id, const char *name, uint8_t *out, size_t outsz);
+/* The A records of an answer (m, len, from the resolver) to a query for
+ * qname, CNAMEs in it followed: rcode, addresses sorted without
+ * duplicates, ttl clamped. -1 when it is not an answer to that question. */
+int dns_parse_answer(const uint8_t *m, size_t len, const char *qname, struct dns_addrs *out);
+
 /* The question of a query: its name (lowercase, no trailing dot), type,
  * and where the question ends. -1 when it is not one well-formed query. */
 int dns_parse_query(const uint8_t *m, size_t len, char *name, size_t namesz, uint16_t *qtype, size_t *qend);

@@ -161,6 +161,14 @@ int egress_forward_guard(const struct net_config *c, sbx_err *err)
 	return g.rc;
 }
 
+bool egress_has_hosts(const struct sbx_egress *p)
+{
+	for (size_t i = 0; p->mode == SBX_EGRESS_RESTRICTED && i < p->n; i++)
+		if (p->allow[i].host[0])
+			return true;
+	return false;
+}
+
 int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struct dns_addrs *res, sbx_err *err)
 {
 	const char *names[SBX_EGRESS_MAX_ALLOW];
@@ -193,12 +201,11 @@ int egress_apply(const struct net_config *c, const char *id, const struct sbx_eg
 	return egress_apply_at(c, id, NULL, p, err);
 }
 
-int egress_apply_at(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
-		    sbx_err *err)
+/* res: SBX_EGRESS_MAX_ALLOW entries, what was resolved */
+static int resolve_apply(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
+			 struct dns_addrs *res, sbx_err *err)
 {
-	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
-
-	memset(res, 0, sizeof(res));
+	memset(res, 0, SBX_EGRESS_MAX_ALLOW * sizeof(*res));
 	/* a resolver that cannot be asked leaves the names unresolved (they
 	 * allow nothing): never a reason to keep a looser policy */
 	if (egress_resolve(c, p, res, err) < 0) {
@@ -206,6 +213,14 @@ int egress_apply_at(const struct net_config *c, const char *id, const char *ip, 
 		sbx_err_clear(err);
 	}
 	return apply_resolved_at(c, id, ip, p, res, err);
+}
+
+int egress_apply_at(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
+		    sbx_err *err)
+{
+	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+
+	return resolve_apply(c, id, ip, p, res, err);
 }
 
 /* A network just made has an empty allow chain, and its address is in no
@@ -216,10 +231,11 @@ int egress_apply_at(const struct net_config *c, const char *id, const char *ip, 
  * ~14 ms: the NAT set's delete waits out an RCU grace period in the
  * kernel's commit (160 ms in all, 10 cold creates, 2 vCPUs). */
 int egress_apply_new(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
-		     sbx_err *err)
+		     struct dns_addrs *res, sbx_err *err)
 {
+	memset(res, 0, SBX_EGRESS_MAX_ALLOW * sizeof(*res));
 	if (p->mode != SBX_EGRESS_DENY_ALL)
-		return egress_apply_at(c, id, ip, p, err);
+		return resolve_apply(c, id, ip, p, res, err);
 	log_info("sandbox %s: egress deny_all in force (0 entries)", id);
 	return 0;
 }
@@ -252,4 +268,39 @@ static int apply_resolved_at(const struct net_config *c, const char *id, const c
 		return sbx_err_ctx(err, "egress %s: the rules could not be installed", sbx_egress_mode_name(p->mode));
 	log_info("sandbox %s: egress %s in force (%zu entries)", id, sbx_egress_mode_name(p->mode), p->n);
 	return 0;
+}
+
+/* The file is the start process's note to its node agent (the same
+ * binary, a moment later): a header and the entries. */
+#define RESOLVED_MAGIC 0x73627872u /* "sbxr" */
+
+int egress_resolved_save(const char *path, const struct sbx_egress *p, const struct dns_addrs *res)
+{
+	uint32_t hdr[2] = { RESOLVED_MAGIC, (uint32_t)p->n };
+	FILE *f = fopen(path, "we");
+	int rc = 0;
+
+	if (!f || fwrite(hdr, sizeof(hdr), 1, f) != 1 || (p->n && fwrite(res, sizeof(*res), p->n, f) != p->n))
+		rc = -1;
+	if (f && fclose(f) != 0)
+		rc = -1;
+	return rc;
+}
+
+int egress_resolved_load(const char *path, const struct sbx_egress *p, struct dns_addrs *res)
+{
+	uint32_t hdr[2];
+	FILE *f = fopen(path, "re");
+	int rc = -1;
+
+	if (!f)
+		return -1;
+	if (fread(hdr, sizeof(hdr), 1, f) == 1 && hdr[0] == RESOLVED_MAGIC && hdr[1] == p->n &&
+	    (p->n == 0 || fread(res, sizeof(*res), p->n, f) == p->n) && fgetc(f) == EOF)
+		rc = 0;
+	fclose(f);
+	for (size_t i = 0; rc == 0 && i < p->n; i++)
+		if (res[i].n > DNS_MAX_ADDRS)
+			rc = -1;
+	return rc;
 }

@@ -24,13 +24,21 @@ int egress_apply_at(const struct net_config *c, const char *sandbox_id, const ch
 /* egress_apply_at for a network net_sandbox_create has just made, which is
  * deny_all already: deny_all sends nothing to the kernel (egress.c). */
 int egress_apply_new(const struct net_config *c, const char *sandbox_id, const char *ip, const struct sbx_egress *p,
-		     sbx_err *err);
+		     struct dns_addrs *res, sbx_err *err);
+/* res (SBX_EGRESS_MAX_ALLOW entries) gets what was resolved, and is saved
+ * beside the sandbox for its node agent, which then need not ask the
+ * resolver again before it answers the start (node_op.c); loaded back
+ * only for the same policy (its entry count), else -1. */
+int egress_resolved_save(const char *path, const struct sbx_egress *p, const struct dns_addrs *res);
+int egress_resolved_load(const char *path, const struct sbx_egress *p, struct dns_addrs *res);
 
 /* egress_apply_at with the hostnames already resolved: res[i] for
  * p->allow[i] (only hostname entries are read; NULL: none resolved). */
 int egress_apply_resolved(const struct net_config *c, const char *sandbox_id, const char *ip,
 			  const struct sbx_egress *p, const struct dns_addrs *res, sbx_err *err);
 
+/* Does p name hostnames (restricted, an entry with a host)? */
+bool egress_has_hosts(const struct sbx_egress *p);
 /* Resolves p's hostname entries into res[i] (others untouched). */
 int egress_resolve(const struct net_config *c, const struct sbx_egress *p, struct dns_addrs *res, sbx_err *err);
 

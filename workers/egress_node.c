@@ -45,6 +45,16 @@ struct eg_sb {
 	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	long long due_ms; /* next re-resolution; 0: none (no hostnames) */
 	bool dirty;       /* resolved addresses not yet written to the record */
+	struct eg_refresh *rf; /* a re-resolution in flight */
+};
+
+/* A re-resolution of a sandbox's hostnames, asked on the node's refresh
+ * socket and answered through the loop (never waited for in it). */
+struct eg_refresh {
+	uint16_t ids[SBX_EGRESS_MAX_ALLOW];
+	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW]; /* rcode -1: no answer yet */
+	size_t left;
+	long long deadline, resend;
 };
 
 struct relay_slot {
@@ -76,6 +86,8 @@ struct egress_node {
 	char srv_tag, up_tag; /* epoll data.ptr of each */
 	int tsrv;            /* listening on TCP */
 	char tsrv_tag;
+	int rs;              /* re-resolutions of allowed hostnames (refresh_*) */
+	char rs_tag;
 	struct tcp_conn tcp[TCP_CONNS];
 	uint32_t tcp_gen;
 	struct sockaddr_in upstream;
@@ -121,18 +133,12 @@ void egress_node_forget(struct egress_node *e, const char *id)
 		if (!strcmp((*pp)->id, id)) {
 			struct eg_sb *s = *pp;
 			*pp = s->next;
+			free(s->rf);
 			free(s);
 			return;
 		}
 }
 
-static bool has_hosts(const struct sbx_egress *p)
-{
-	for (size_t i = 0; p->mode == SBX_EGRESS_RESTRICTED && i < p->n; i++)
-		if (p->allow[i].host[0])
-			return true;
-	return false;
-}
 
 /* When the first of s's names runs out. */
 static long long next_due(const struct eg_sb *s, long long now)
@@ -249,11 +255,13 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 	s->pending = false;
 	s->p = *p;
 	memcpy(s->res, res, sizeof(res));
+	free(s->rf); /* a re-resolution of the policy before: its answers are stale */
+	s->rf = NULL;
 	learn_ip(e, s, at);
-	s->due_ms = has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
+	s->due_ms = egress_has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
 	if (resolved)
 		*resolved = resolved_json(s);
-	else if (has_hosts(p))
+	else if (egress_has_hosts(p))
 		record_resolved(e, s);
 	return 0;
 }
@@ -273,10 +281,10 @@ bool egress_node_resolves(struct egress_node *e, const char *id)
 {
 	struct eg_sb *s = find(e, id);
 
-	return s && s->pending && has_hosts(&s->p);
+	return s && s->pending && egress_has_hosts(&s->p);
 }
 
-void egress_node_started(struct egress_node *e, const char *id, const char *ip)
+void egress_node_started(struct egress_node *e, const char *id, const char *ip, const char *resolved)
 {
 	struct eg_sb *s = find(e, id);
 	sbx_err err = SBX_ERR_INIT;
@@ -284,8 +292,15 @@ void egress_node_started(struct egress_node *e, const char *id, const char *ip)
 	if (!s || !s->pending)
 		return;
 	learn_ip(e, s, ip);
-	if (has_hosts(&s->p)) {
-		/* the start process resolved them too; this learns the TTLs */
+	if (egress_has_hosts(&s->p) && resolved && egress_resolved_load(resolved, &s->p, s->res) == 0) {
+		/* what the start process resolved (and put in force), TTLs too */
+		s->pending = false;
+		s->due_ms = next_due(s, sbx_now_ms());
+		record_resolved(e, s);
+		return;
+	}
+	if (egress_has_hosts(&s->p)) {
+		/* asked again: this learns the TTLs */
 		struct sbx_egress p = s->p;
 		if (egress_node_set(e, id, &p, NULL, &err) < 0)
 			log_warnx("sandbox %s: %s", id, err.msg);
@@ -347,6 +362,121 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 	}
 }
 
+/* ---- re-resolution: a sandbox's hostnames asked again when their TTL
+ * runs out, on the refresh socket; the loop goes on meanwhile (a slow or
+ * dead resolver held it up to 2 s a sandbox) ---- */
+
+#define REFRESH_MS 2000 /* as long as a start's resolution waits */
+#define RESEND_MS 700   /* UDP may lose a query or its answer */
+
+static void refresh_send(struct egress_node *e, struct eg_sb *s, long long now)
+{
+	uint8_t buf[DNS_MSG_MAX];
+
+	for (size_t i = 0; i < s->p.n; i++) {
+		int ql;
+		if (!s->p.allow[i].host[0] || s->rf->res[i].rcode != -1)
+			continue;
+		ql = dns_build_query(s->rf->ids[i], s->p.allow[i].host, buf, sizeof(buf));
+		if (ql > 0 && send(e->rs, buf, (size_t)ql, 0) < 0 && errno != EAGAIN)
+			log_warn("sandbox %s: asking the resolver for %s", s->id, s->p.allow[i].host);
+	}
+	s->rf->resend = now + RESEND_MS;
+}
+
+static void refresh_begin(struct egress_node *e, struct eg_sb *s, long long now)
+{
+	if (e->rs < 0 || !(s->rf = calloc(1, sizeof(*s->rf)))) {
+		log_warnx("sandbox %s: its hostnames cannot be asked again (no resolver): the addresses in force stay",
+			  s->id);
+		s->due_ms = now + DNS_NEG_TTL * 1000;
+		return;
+	}
+	if (getrandom(s->rf->ids, sizeof(s->rf->ids), 0) != (ssize_t)sizeof(s->rf->ids))
+		for (size_t i = 0; i < SBX_EGRESS_MAX_ALLOW; i++)
+			s->rf->ids[i] = (uint16_t)(now * 31 + i * 7919);
+	for (size_t i = 0; i < s->p.n; i++) {
+		s->rf->res[i].rcode = -1;
+		s->rf->left += s->p.allow[i].host[0] != 0;
+	}
+	s->rf->deadline = now + REFRESH_MS;
+	refresh_send(e, s, now);
+}
+
+/* The answers are in, or the time is up: a name that changed puts the
+ * sandbox's rules anew and is written to its record; a name with no
+ * answer keeps its addresses and is asked again soon. */
+static void refresh_end(struct egress_node *e, struct eg_sb *s, long long now)
+{
+	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+	sbx_err err = SBX_ERR_INIT;
+	bool changed = false;
+	size_t unanswered = 0;
+
+	memcpy(res, s->rf->res, sizeof(res));
+	free(s->rf);
+	s->rf = NULL;
+	for (size_t i = 0; i < s->p.n; i++) {
+		if (!s->p.allow[i].host[0])
+			continue;
+		if (res[i].rcode == -1) {
+			res[i] = s->res[i];
+			res[i].ttl = DNS_TTL_MIN;
+			unanswered++;
+			continue;
+		}
+		if (res[i].n != s->res[i].n || memcmp(res[i].a, s->res[i].a, res[i].n * sizeof(res[i].a[0])))
+			changed = true;
+	}
+	if (unanswered)
+		log_info("sandbox %s: %zu of its hostnames had no answer from the resolver in %d ms: their addresses "
+			 "stay, asked again in %d s", s->id, unanswered, REFRESH_MS, DNS_TTL_MIN);
+	if (changed) {
+		char ip[16];
+		if (egress_apply_resolved(e->c, s->id, ip_text(s, ip), &s->p, res, &err) < 0) {
+			log_warnx("sandbox %s: hostnames changed, rules not updated: %s", s->id, err.msg);
+			s->due_ms = now + DNS_TTL_MIN * 1000;
+			return;
+		}
+		memcpy(s->res, res, sizeof(res));
+		record_resolved(e, s);
+		log_info("sandbox %s: allowed hostnames re-resolved, rules updated", s->id);
+	} else {
+		memcpy(s->res, res, sizeof(res));
+	}
+	s->due_ms = next_due(s, now);
+}
+
+static void on_refresh(struct egress_node *e)
+{
+	uint8_t buf[DNS_MSG_MAX];
+	ssize_t r;
+
+	while ((r = recv(e->rs, buf, sizeof(buf), 0)) > 0) {
+		uint16_t id;
+		if (r < 12)
+			continue;
+		id = (uint16_t)(buf[0] << 8 | buf[1]);
+		for (struct eg_sb *s = e->sbs; s; s = s->next) {
+			bool mine = false;
+			for (size_t i = 0; s->rf && i < s->p.n; i++) {
+				struct dns_addrs a;
+				if (s->rf->ids[i] != id || s->rf->res[i].rcode != -1 || !s->p.allow[i].host[0] ||
+				    dns_parse_answer(buf, (size_t)r, s->p.allow[i].host, &a) < 0)
+					continue;
+				s->rf->res[i] = a;
+				s->rf->left--;
+				mine = true;
+			}
+			if (mine) {
+				if (s->rf->left == 0)
+					refresh_end(e, s, sbx_now_ms());
+				break;
+			}
+		}
+	}
+}
+
 long long egress_node_tick(struct egress_node *e)
 {
 	long long now = sbx_now_ms(), next = -1;
@@ -358,45 +488,19 @@ long long egress_node_tick(struct egress_node *e)
 			record_resolved(e, s);
 		if (s->dirty && (next < 0 || next > 1000))
 			next = 1000;
-		if (s->due_ms <= now) {
-			static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
-			sbx_err err = SBX_ERR_INIT;
-			bool changed = false;
-			memcpy(res, s->res, sizeof(res));
-			if (egress_resolve(e->c, &s->p, res, &err) < 0) {
-				log_warnx("sandbox %s: %s", s->id, err.msg);
-				s->due_ms = now + DNS_NEG_TTL * 1000;
-				continue;
-			}
-			for (size_t i = 0; i < s->p.n; i++) {
-				if (!s->p.allow[i].host[0])
-					continue;
-				if (res[i].rcode == -1) {
-					/* no answer in time: keep what is in force, ask again soon */
-					res[i] = s->res[i];
-					res[i].ttl = DNS_TTL_MIN;
-					continue;
-				}
-				if (res[i].n != s->res[i].n || memcmp(res[i].a, s->res[i].a, res[i].n * sizeof(res[i].a[0])))
-					changed = true;
-			}
-			if (changed) {
-				char ip[16];
-				if (egress_apply_resolved(e->c, s->id, ip_text(s, ip), &s->p, res, &err) < 0) {
-					log_warnx("sandbox %s: hostnames changed, rules not updated: %s", s->id, err.msg);
-					s->due_ms = now + DNS_TTL_MIN * 1000;
-					continue;
-				}
-				memcpy(s->res, res, sizeof(res));
-				record_resolved(e, s);
-				log_info("sandbox %s: allowed hostnames re-resolved, rules updated", s->id);
-			} else {
-				memcpy(s->res, res, sizeof(res));
-			}
-			s->due_ms = next_due(s, now);
-		}
-		if (s->due_ms && (next < 0 || s->due_ms - now < next))
+		if (s->rf && now >= s->rf->deadline)
+			refresh_end(e, s, now);
+		else if (s->rf && now >= s->rf->resend)
+			refresh_send(e, s, now);
+		else if (!s->rf && s->due_ms <= now)
+			refresh_begin(e, s, now);
+		if (s->rf) {
+			long long t = s->rf->resend < s->rf->deadline ? s->rf->resend : s->rf->deadline;
+			if (next < 0 || t - now < next)
+				next = t > now ? t - now : 0;
+		} else if (s->due_ms && (next < 0 || s->due_ms - now < next)) {
 			next = s->due_ms > now ? s->due_ms - now : 0;
+		}
 	}
 	{
 		long long t = tcp_tick(e, now);
@@ -628,7 +732,8 @@ static struct tcp_conn *conn_of(struct egress_node *e, void *ptr)
 
 bool egress_node_owns(struct egress_node *e, void *ptr)
 {
-	return e && (ptr == &e->srv_tag || ptr == &e->up_tag || ptr == &e->tsrv_tag || conn_of(e, ptr));
+	return e && (ptr == &e->srv_tag || ptr == &e->up_tag || ptr == &e->tsrv_tag || ptr == &e->rs_tag ||
+		     conn_of(e, ptr));
 }
 
 void egress_node_on_event(struct egress_node *e, void *ptr)
@@ -641,6 +746,8 @@ void egress_node_on_event(struct egress_node *e, void *ptr)
 		on_upstream(e);
 	else if (ptr == &e->tsrv_tag)
 		on_tcp_accept(e);
+	else if (ptr == &e->rs_tag)
+		on_refresh(e);
 	else if ((c = conn_of(e, ptr)) && c->fd >= 0)
 		on_tcp_data(e, c);
 }
@@ -659,9 +766,24 @@ struct egress_node *egress_node_new(const struct net_config *c, int ep, sbx_db *
 	e->c = c;
 	e->db = db;
 	e->ep = ep;
-	e->srv = e->up = e->tsrv = -1;
+	e->srv = e->up = e->tsrv = e->rs = -1;
 	for (int i = 0; i < TCP_CONNS; i++)
 		e->tcp[i].fd = -1;
+	/* the refresh socket comes first: restricted sandboxes keep their
+	 * names current even when the forwarder cannot listen */
+	if (dns_upstream(c->resolver, &e->upstream, &err) < 0 ||
+	    (e->rs = dns_socket_in(c->uplink_netns, SOCK_DGRAM, &err)) < 0 ||
+	    connect(e->rs, (struct sockaddr *)&e->upstream, sizeof(e->upstream)) < 0) {
+		log_warnx("hostnames of restricted sandboxes: no resolver to ask again: %s",
+			  err.msg[0] ? err.msg : strerror(errno));
+		if (e->rs >= 0)
+			close(e->rs);
+		e->rs = -1;
+		sbx_err_clear(&err);
+	} else {
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &e->rs_tag };
+		epoll_ctl(ep, EPOLL_CTL_ADD, e->rs, &ev);
+	}
 	/* the gateway: the subnet's first host */
 	snprintf(net, sizeof(net), "%s", c->subnet ? c->subnet : "");
 	slash = strchr(net, '/');
@@ -731,9 +853,12 @@ void egress_node_free(struct egress_node *e)
 		close(e->tsrv);
 	for (int i = 0; i < TCP_CONNS; i++)
 		tcp_close(e, &e->tcp[i]);
+	if (e->rs >= 0)
+		close(e->rs);
 	while (e->sbs) {
 		struct eg_sb *s = e->sbs;
 		e->sbs = s->next;
+		free(s->rf);
 		free(s);
 	}
 	free(e);

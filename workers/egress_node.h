@@ -32,8 +32,10 @@ void egress_node_pending(struct egress_node *e, const char *id, const struct sbx
 /* A pending start whose policy names hostnames (egress_node_started
  * resolves them and writes them to the record). */
 bool egress_node_resolves(struct egress_node *e, const char *id);
-/* ip: its address when the caller knows it (NULL: looked up in the map) */
-void egress_node_started(struct egress_node *e, const char *id, const char *ip);
+/* ip: its address when the caller knows it (NULL: looked up in the map);
+ * resolved: the file where the start saved what it resolved the hostnames
+ * to (egress_resolved_save); without it they are asked again, here */
+void egress_node_started(struct egress_node *e, const char *id, const char *ip, const char *resolved);
 void egress_node_forget(struct egress_node *e, const char *id);
 /* Policies of ready sandboxes of this node that it does not know (after a
  * restart of the agent), from their records. */

@@ -206,24 +206,29 @@ static void op_done(struct node *n, struct op *o)
 		if (ok && s && !s->destroy_after_start) {
 			char ip[16];
 			/* hostnames are written to the record before the answer (a
-			 * GET right after the 201 shows egress.resolved; a few ms,
-			 * those creates only); the rest of the node's bookkeeping
-			 * follows it: nothing else of this sandbox is handled
-			 * before it is done (one loop) */
+			 * GET right after the 201 shows egress.resolved; one
+			 * UPDATE of what the start resolved, those creates only);
+			 * the rest of the node's bookkeeping follows it: nothing
+			 * else of this sandbox is handled before it is done */
 			bool hosts = egress_node_resolves(n->egress, o->id);
 
 			s->st = SB_READY;
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
-			if (hosts)
+			if (hosts) {
+				char path[600];
 				egress_node_started(n->egress, o->id,
-						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
+						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL,
+						    sandbox_egress_resolved_path(&n->sc, o->id, path, sizeof(path)) == 0
+							    ? path
+							    : NULL);
+			}
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
 					   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", o->id, "placement_id",
 						     o->id));
 			if (!hosts)
 				egress_node_started(n->egress, o->id,
-						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL);
+						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL, NULL);
 			idle_ready(s, false);
 		} else {
 			if (ok)

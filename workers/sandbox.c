@@ -385,6 +385,17 @@ int sandbox_net_ip(const struct sandbox_node_cfg *c, const char *id, char ip[16]
 	return ip[0] ? 0 : -1;
 }
 
+int sandbox_egress_resolved_path(const struct sandbox_node_cfg *c, const char *id, char *out, size_t n)
+{
+	struct sandbox_paths p;
+
+	if (!sbx_id_valid(id))
+		return -1;
+	sandbox_paths(c, id, &p);
+	sub_path(&p, "egress-resolved", out, n);
+	return 0;
+}
+
 /* The network goes from the uplink it was made in (sandbox.json records
  * it): net_sandbox_destroy_made_in. */
 static int net_destroy_where_made(const struct sandbox_node_cfg *c, const struct sandbox_paths *p, const char *id,
@@ -684,8 +695,15 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step_to(&k, "egress");
 	if (write_resolv_conf(&p, ns.gw, err) < 0)
 		goto fail;
-	if (s->egress && egress_apply_new(c->net, s->id, ns.ip, s->egress, err) < 0)
-		goto fail;
+	if (s->egress) {
+		static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+		char path[600];
+		if (egress_apply_new(c->net, s->id, ns.ip, s->egress, res, err) < 0)
+			goto fail;
+		sub_path(&p, "egress-resolved", path, sizeof(path));
+		if (egress_has_hosts(s->egress) && egress_resolved_save(path, s->egress, res) < 0)
+			log_warn("sandbox %s: %s (its node agent asks the resolver again)", s->id, path);
+	}
 	step_to(&k, "bundle");
 	if (oci_write_bundle(c, s, &p, lower, image_env, key_hex, err) < 0)
 		goto fail;

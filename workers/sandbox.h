@@ -118,6 +118,9 @@ int sandbox_alive(const struct sandbox_node_cfg *c, const char *id, char *why, s
 /* The address its start gave the sandbox's network (kept beside it, so
  * nothing lists the node's table for it): 0, or -1 and "" when none. */
 int sandbox_net_ip(const struct sandbox_node_cfg *c, const char *id, char ip[16]);
+/* Where its start saved what it resolved its egress hostnames to
+ * (egress_resolved_save), so the node agent need not ask again: 0, or -1. */
+int sandbox_egress_resolved_path(const struct sandbox_node_cfg *c, const char *id, char *out, size_t n);
 /* How often the kernel's OOM killer struck inside the sandbox's memory cgroup
  * (-1: unknown). gVisor often survives a memory bomb with only the offending
  * process killed: a count that rose during an exec says why it died. */

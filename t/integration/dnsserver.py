@@ -5,13 +5,13 @@ host's network namespace): answers A queries from a JSON zone file
 rewriting it), with a TTL of 2 s; NXDOMAIN for other names, no data for
 other types. Each query's name is appended to the log file. A zone's
 "_slow": {"name": MS} answers that name MS milliseconds late (a resolver
-far away; the server answers nothing else meanwhile).
+far away; other queries are answered meanwhile).
 usage: dnsserver.py ADDR PORT ZONE_FILE LOG_FILE"""
 import json
 import socket
 import struct
 import sys
-import time
+import threading
 
 addr, port, zone_file, log_file = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -39,9 +39,6 @@ while True:
             zone = json.load(f)
     except (OSError, ValueError):
         zone = {}
-    slow = zone.get("_slow", {})
-    if isinstance(slow, dict) and isinstance(slow.get(name), int):
-        time.sleep(slow[name] / 1000)
     question = q[12:off + 4]
     answers = b""
     rcode = 0
@@ -52,4 +49,8 @@ while True:
             answers += b"\xc0\x0c" + struct.pack("!HHIH", 1, 1, 2, 4) + socket.inet_aton(a)
     n = len(answers) // 16
     hdr = struct.pack("!HHHHHH", qid, 0x8400 | (flags & 0x0100) | rcode, 1, n, 0, 0)
-    s.sendto(hdr + question + answers, peer)
+    slow = zone.get("_slow", {})
+    if isinstance(slow, dict) and isinstance(slow.get(name), int):
+        threading.Timer(slow[name] / 1000, s.sendto, (hdr + question + answers, peer)).start()
+    else:
+        s.sendto(hdr + question + answers, peer)

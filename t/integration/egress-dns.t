@@ -14,7 +14,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/egresslib.sh"
 
-plan 27
+plan 32
 
 eg_world || bail "cannot build the test namespaces"
 ZONE=$T_TMP/zone.json
@@ -59,11 +59,13 @@ is "$(resolved_of "$R")" '{"api.egress.test":["198.51.100.20"]}' "GET shows the 
 # them (without that order, a GET right after it showed {} while the node
 # asked again: CI saw it once)
 echo '{"api.egress.test": ["198.51.100.20"], "slow.egress.test": ["198.51.100.21"], "other.egress.test": ["203.0.113.30"], "_slow": {"slow.egress.test": 400}}' > "$ZONE"
+: > "$QLOG"
 eg_new '{"mode":"restricted","allow":["slow.egress.test"]}'
 S=$SB_ID
-echo '{"api.egress.test": ["198.51.100.20"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
 is "$STATUS $(resolved_of "$S")" '201 {"slow.egress.test":["198.51.100.21"]}' \
 	"a name its resolver answers 400 ms late: GET right after the 201 shows it"
+is "$(grep -c '^slow' "$QLOG")" 1 "...asked once: the node took what its start resolved (egress-resolved)"
+echo '{"api.egress.test": ["198.51.100.20"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
 req nginx DELETE "/sandboxes/$S" > /dev/null
 is "$(resolve "$R" api.egress.test)" 198.51.100.20 "inside, the allowed name resolves (the gateway's forwarder)"
 is "$(byname "$R" api.egress.test 8080)" web "...and is reachable by name"
@@ -103,6 +105,23 @@ is "$STATUS $(j -c .data.egress.resolved)" '200 {"other.egress.test":["203.0.113
 	"open -> restricted with a hostname: 200, resolved shown"
 is "$(tcp "$O" 203.0.113.30 8081) $(tcp "$O" 198.51.100.20 8080)" "other-port fail" \
 	"...its address (any port) answers, others do not"
+
+# a resolver that does not answer in time: the node's loop goes on while
+# it asks again (R's TTL runs out every 5 s): another sandbox's exec is
+# answered while the node still waits, before it gives up (2 s) and keeps
+# R's addresses (waiting in the loop held everything up to 2 s)
+echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"], "_slow": {"api.egress.test": 4000}}' > "$ZONE"
+: > "$QLOG"
+grep -qm1 '^api\.egress\.test$' < <(timeout 20 tail -n +1 -F "$QLOG" 2> /dev/null)
+mark=$(log_mark)
+RPL=$(sb_place "$R")
+is "$(rt_sh "$O" 'echo alive')" alive "while the node waits for R's resolver, another sandbox's exec (through the API and the node's relay) is answered"
+is "$(log_since "$mark" | grep -c "sandbox $RPL: .* no answer from the resolver")" 0 \
+	"...before the node gave up on that resolver"
+wait_until 15 bash -c "tail -c +$((mark + 1)) '$(api_log)' | grep -q 'sandbox $RPL: 1 of its hostnames had no answer from the resolver'"
+ok $? "...which it then does"
+is "$(tcp "$R" 203.0.113.30 8080)" web "...keeping R's addresses in force"
+echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
 
 # destroy: nothing left
 for id in "$R" "$O" "$D"; do req nginx DELETE "/sandboxes/$id" > /dev/null; done
