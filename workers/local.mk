@@ -22,7 +22,7 @@ workers_sbx_worker_SOURCES = workers/main.c workers/roles.h workers/common.c wor
 	workers/driver.h workers/driver_local.c workers/driver_nomad.c workers/nomad_job.c workers/nomad_job.h \
 	workers/node.c workers/node_int.h workers/node_op.c workers/node_start.c workers/node_health.c workers/node_volume.c workers/node_pause.c workers/node_snapshot.c workers/node_disk.c \
 	workers/pool.c workers/reaper.c \
-	workers/egress_node.c workers/egress_node.h \
+	workers/egress_node.c workers/egress_node.h workers/egress_node_int.h workers/egress_fwd.c \
 	workers/idle.c workers/idle.h workers/execlog.c workers/execlog.h workers/node_stats.c
 workers_sbx_worker_SOURCES += workers/relay.c workers/relay.h workers/relay_int.h workers/relay_req.c workers/chan.c
 workers_sbx_worker_LDADD = $(SBX_NODE_LIBS)
