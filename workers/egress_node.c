@@ -128,15 +128,33 @@ static void record_resolved(struct egress_node *e, struct eg_sb *s)
 /* s's address, which stays what it is for the sandbox's life: from ip
  * when the caller knows it, else (once) from the node's map, which lists
  * every sandbox's (~1.5 ms for a few, more with many). */
+void egress_node_ip_source(struct egress_node *e, int (*fn)(void *ctx, const char *id, char ip[16]), void *ctx)
+{
+	e->ip_file = fn;
+	e->ip_ctx = ctx;
+}
+
+/* A sandbox's address from where the node keeps it, else its map: buf, or
+ * NULL when it has none. */
+static const char *ip_of(struct egress_node *e, const char *id, char buf[16])
+{
+	sbx_err err = SBX_ERR_INIT;
+
+	struct in_addr in;
+
+	if (e->ip_file && e->ip_file(e->ip_ctx, id, buf) == 0 && inet_pton(AF_INET, buf, &in) == 1)
+		return buf;
+	return net_sandbox_ip(e->c, id, buf, &err) == 0 ? buf : NULL;
+}
+
 static void learn_ip(struct egress_node *e, struct eg_sb *s, const char *ip)
 {
 	char buf[16];
-	sbx_err err = SBX_ERR_INIT;
 	struct in_addr in;
 
+	if (!ip && !s->ip)
+		ip = ip_of(e, s->id, buf);
 	if (ip && inet_pton(AF_INET, ip, &in) == 1)
-		s->ip = ntohl(in.s_addr);
-	else if (!s->ip && net_sandbox_ip(e->c, s->id, buf, &err) == 0 && inet_pton(AF_INET, buf, &in) == 1)
 		s->ip = ntohl(in.s_addr);
 }
 
@@ -157,14 +175,13 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 {
 	static struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	struct eg_sb *s;
-	sbx_err e2 = SBX_ERR_INIT;
 	char ip[16];
 	const char *at = ip_text(find(e, id), ip);
 
-	/* one look in the map for a sandbox not known yet, for the rules and
-	 * for learn_ip below (when it fails, the apply says why) */
-	if (!at && net_sandbox_ip(e->c, id, ip, &e2) == 0)
-		at = ip;
+	/* one look for a sandbox not known yet, for the rules and for
+	 * learn_ip below (when it fails, the apply says why) */
+	if (!at)
+		at = ip_of(e, id, ip);
 	memset(res, 0, sizeof(res));
 	if (egress_resolve(e->c, p, res, err) < 0) {
 		log_warnx("sandbox %s: %s (its hostnames allow nothing until they resolve)", id, err->msg);
@@ -253,39 +270,150 @@ static bool same_policy(const struct sbx_egress *a, const struct sbx_egress *b)
  * a looser policy than the one shown stays at most one pass. Rows a switch
  * holds right now (FOR UPDATE in h_egress.c) are skipped: their record is
  * about to change. */
+/* ---- after a restart: the records' policies in force again ---- */
+
+#define SYNC_BATCH 64
+
+struct sync_item {
+	char id[SBX_ID_LEN + 1];
+	char ip[16];
+	struct sbx_egress p;
+	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
+};
+
+/* The record's egress_resolved ({"host": ["A.B.C.D", ...]}) as res[i] for
+ * p's hostname entries: what was in force, until they are asked again. */
+static void res_from_record(const struct sbx_egress *p, const char *text, struct dns_addrs *res)
+{
+	cleanup_json json_t *o = json_loads(text, 0, NULL);
+
+	memset(res, 0, SBX_EGRESS_MAX_ALLOW * sizeof(*res));
+	for (size_t i = 0; i < p->n; i++) {
+		json_t *arr = p->allow[i].host[0] ? json_object_get(o, p->allow[i].host) : NULL;
+		size_t k;
+		json_t *v;
+		res[i].ttl = DNS_TTL_MIN;
+		json_array_foreach(arr, k, v) {
+			struct in_addr in;
+			if (res[i].n < DNS_MAX_ADDRS && json_is_string(v) && inet_pton(AF_INET, json_string_value(v), &in) == 1)
+				res[i].a[res[i].n++] = ntohl(in.s_addr);
+		}
+	}
+}
+
+/* item k of n in force: tracked, its hostnames (if any) asked again soon,
+ * spread over a few seconds */
+static void sync_track(struct egress_node *e, const struct sync_item *it, size_t k, long long now)
+{
+	struct eg_sb *s = get(e, it->id);
+
+	if (!s)
+		return;
+	s->pending = false;
+	s->p = it->p;
+	memcpy(s->res, it->res, sizeof(s->res));
+	free(s->rf);
+	s->rf = NULL;
+	learn_ip(e, s, it->ip[0] ? it->ip : NULL);
+	s->due_ms = egress_has_hosts(&it->p) ? now + (long long)(k % 50) * 100 : 0;
+}
+
+/* One transaction for the batch; if it fails, each on its own (one bad
+ * sandbox must not keep the others' policies out of force). */
+static void sync_flush(struct egress_node *e, struct sync_item *it, size_t n)
+{
+	long long t0 = sbx_now_ms();
+	sbx_err err = SBX_ERR_INIT;
+	char *all = NULL;
+	size_t len = 0;
+	bool batch = true;
+
+	for (size_t k = 0; k < n && batch; k++) {
+		cleanup_free char *rs = it[k].ip[0] ? egress_ruleset(it[k].id, it[k].ip, &it[k].p, it[k].res, &err) : NULL;
+		size_t l = rs ? strlen(rs) : 0;
+		char *grown = rs ? realloc(all, len + l + 1) : NULL;
+		if (!grown) {
+			batch = false;
+			break;
+		}
+		all = grown;
+		memcpy(all + len, rs, l + 1);
+		len += l;
+	}
+	if (batch && n > 0 && net_nft_apply(e->c, all, &err) == 0) {
+		for (size_t k = 0; k < n; k++)
+			sync_track(e, &it[k], k, t0);
+		log_info("egress of %zu sandboxes put in force from their records (one transaction, %lld ms)", n,
+			 sbx_now_ms() - t0);
+	} else {
+		if (n > 1)
+			log_warnx("egress of %zu sandboxes from their records: %s; each on its own", n,
+				  err.msg[0] ? err.msg : "no address for one");
+		for (size_t k = 0; k < n; k++) {
+			sbx_err e1 = SBX_ERR_INIT;
+			if (egress_apply_resolved(e->c, it[k].id, it[k].ip[0] ? it[k].ip : NULL, &it[k].p, it[k].res,
+						  &e1) < 0)
+				log_warnx("sandbox %s: %s", it[k].id, e1.msg);
+			else
+				sync_track(e, &it[k], k, t0);
+		}
+	}
+	free(all);
+}
+
 void egress_node_sync(struct egress_node *e, const char *node_id)
 {
 	cleanup_pgres PGresult *r = NULL;
 	sbx_err err = SBX_ERR_INIT;
+	struct sync_item *it = NULL;
+	size_t n = 0;
 
 	if (sbx_db_query(e->db, &r, &err,
-			 "SELECT placement_id, egress_mode, egress_allow::text, nomad_alloc_id IS NOT NULL "
+			 "SELECT placement_id, egress_mode, egress_allow::text, nomad_alloc_id IS NOT NULL, "
+			 "coalesce(egress_resolved, '{}')::text "
 			 "FROM sandboxes WHERE node_id = $1 AND status = 'ready' FOR SHARE SKIP LOCKED",
 			 1, node_id) < 0)
 		return;
 	for (int i = 0; i < PQntuples(r); i++) {
 		const char *id = PQgetvalue(r, i, 0);
 		json_error_t jerr;
-		json_t *allow;
+		cleanup_json json_t *allow = NULL;
 		static struct sbx_egress p;
 		struct eg_sb *s = find(e, id);
 		char ip[16];
+		const char *at;
 		if (s && s->pending)
 			continue;
+		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
+		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) < 0 || (s && same_policy(&s->p, &p))) {
+			sbx_err_clear(&err);
+			continue;
+		}
+		at = ip_text(s, ip);
+		if (!at)
+			at = ip_of(e, id, ip);
 		/* a sandbox Nomad runs has a network of ours only when sbx-cni
 		 * had us wire it (doc/nomad.md); without, it has loopback only */
-		if (!s && PQgetvalue(r, i, 3)[0] == 't' && net_sandbox_ip(e->c, id, ip, &err) < 0)
+		if (!s && !at && PQgetvalue(r, i, 3)[0] == 't')
 			continue;
-		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
-		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) == 0 && (!s || !same_policy(&s->p, &p))) {
-			if (s)
-				log_warnx("sandbox %s: egress %s in force, its record says %s: the record's goes in force",
-					  id, sbx_egress_mode_name(s->p.mode), sbx_egress_mode_name(p.mode));
-			if (egress_node_set(e, id, &p, NULL, &err) < 0)
-				log_warnx("sandbox %s: %s", id, err.msg);
+		if (s)
+			log_warnx("sandbox %s: egress %s in force, its record says %s: the record's goes in force", id,
+				  sbx_egress_mode_name(s->p.mode), sbx_egress_mode_name(p.mode));
+		if (!it && !(it = calloc(SYNC_BATCH, sizeof(*it)))) {
+			log_warnx("egress from the records: out of memory");
+			return;
 		}
-		json_decref(allow);
+		snprintf(it[n].id, sizeof(it[n].id), "%s", id);
+		snprintf(it[n].ip, sizeof(it[n].ip), "%s", at ? at : "");
+		it[n].p = p;
+		res_from_record(&p, PQgetvalue(r, i, 4), it[n].res);
+		if (++n == SYNC_BATCH) {
+			sync_flush(e, it, n);
+			n = 0;
+		}
 	}
+	sync_flush(e, it, n);
+	free(it);
 }
 
 /* ---- re-resolution: a sandbox's hostnames asked again when their TTL

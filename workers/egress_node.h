@@ -19,6 +19,11 @@ struct egress_node;
 struct egress_node *egress_node_new(const struct net_config *c, int ep, sbx_db *db);
 void egress_node_free(struct egress_node *e);
 
+/* Where the node keeps each sandbox's address (its net-ip file: fn gives
+ * 0 and the address, or -1); without it, or when it has none, the node's
+ * map is listed (every sandbox's element, ms with many). */
+void egress_node_ip_source(struct egress_node *e, int (*fn)(void *ctx, const char *id, char ip[16]), void *ctx);
+
 /* Puts p in force for a running sandbox (egress_apply, hostnames resolved)
  * and keeps it. On failure the old policy stays, kept too. resolved: NULL
  * to write what was resolved to the record (egress_resolved); else it is
@@ -38,7 +43,11 @@ bool egress_node_resolves(struct egress_node *e, const char *id);
 void egress_node_started(struct egress_node *e, const char *id, const char *ip, const char *resolved);
 void egress_node_forget(struct egress_node *e, const char *id);
 /* Policies of ready sandboxes of this node that it does not know (after a
- * restart of the agent), from their records. */
+ * restart of the agent), or whose policy in force differs, from their
+ * records: put in force in batches, one nft transaction each (one each
+ * cost ~13 ms, a loop held ~13 s by a thousand sandboxes); hostnames
+ * start from the addresses the record shows and are asked again soon,
+ * through the loop. */
 void egress_node_sync(struct egress_node *e, const char *node_id);
 /* Re-resolves what is due; returns ms until the next is due (-1: none). */
 long long egress_node_tick(struct egress_node *e);

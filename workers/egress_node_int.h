@@ -75,6 +75,8 @@ struct egress_node {
 	struct eg_sb *sbs;
 	struct relay_slot slots[RELAY_SLOTS];
 	uint16_t next_slot;
+	int (*ip_file)(void *ctx, const char *id, char ip[16]); /* egress_node_ip_source */
+	void *ip_ctx;
 };
 
 /* egress_node.c: the sandbox with address ip (host order), in force */

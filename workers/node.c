@@ -222,6 +222,14 @@ ack:
 		log_warnx("%s", err.msg);
 }
 
+/* a sandbox's address from its net-ip file (egress_node_ip_source) */
+static int node_net_ip(void *ctx, const char *id, char ip[16])
+{
+	struct node *n = ctx;
+
+	return sandbox_net_ip(&n->sc, id, ip);
+}
+
 /* ---- relay hooks (relay.c) ---- */
 
 static int relay_state(void *ctx, const char *id, const char *sandbox_id, char *why, size_t whysz)
@@ -466,6 +474,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 		log_warnx("%s", err.msg);
 	if (!n->egress)
 		fatal("egress_node_new");
+	egress_node_ip_source(n->egress, node_net_ip, n);
 	/* the sbx CNI network of the sandboxes Nomad runs here (nomad_net.h) */
 	if (*sbx_cfg_str(cfg, "nomad_cni_socket")) {
 		n->cni = nomad_net_new(&n->sc, sbx_cfg_str(cfg, "nomad_cni_socket"), n->ep, &err);
