@@ -21,6 +21,7 @@
 #include "egress_node_int.h"
 #include "json.h"
 #include "log.h"
+#include "reply.h"
 
 static struct eg_sb *find(struct egress_node *e, const char *id)
 {
@@ -53,12 +54,27 @@ static struct eg_sb *get(struct egress_node *e, const char *id)
 	return s;
 }
 
+/* A switch still under way answered with a failure (the policy in force
+ * before stays, or another replaces it). */
+static void switch_cancel(struct egress_node *e, struct eg_sb *s, const char *why)
+{
+	if (!s->sw)
+		return;
+	if (e->reply)
+		e->reply(e->reply_ctx, s->sw->reply_to, s->sw->corr, sbx_reply_fail("egress_failed", why));
+	free(s->sw);
+	s->sw = NULL;
+	free(s->rf); /* its answers were for that policy */
+	s->rf = NULL;
+}
+
 void egress_node_forget(struct egress_node *e, const char *id)
 {
 	for (struct eg_sb **pp = &e->sbs; *pp; pp = &(*pp)->next)
 		if (!strcmp((*pp)->id, id)) {
 			struct eg_sb *s = *pp;
 			*pp = s->next;
+			switch_cancel(e, s, "the sandbox is being destroyed");
 			free(s->rf);
 			free(s);
 			return;
@@ -195,6 +211,7 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 			*resolved = strdup("{}");
 		return 0; /* in force; only its refresh is lost */
 	}
+	switch_cancel(e, s, "another egress policy was put in force meanwhile");
 	s->pending = false;
 	s->p = *p;
 	memcpy(s->res, res, sizeof(res));
@@ -309,6 +326,7 @@ static void sync_track(struct egress_node *e, const struct sync_item *it, size_t
 
 	if (!s)
 		return;
+	switch_cancel(e, s, "the record's egress policy was put in force meanwhile");
 	s->pending = false;
 	s->p = it->p;
 	memcpy(s->res, it->res, sizeof(s->res));
@@ -423,38 +441,113 @@ void egress_node_sync(struct egress_node *e, const char *node_id)
 #define REFRESH_MS 2000 /* as long as a start's resolution waits */
 #define RESEND_MS 700   /* UDP may lose a query or its answer */
 
+/* the policy whose names are asked: a switch's, else the one in force */
+static const struct sbx_egress *asked(const struct eg_sb *s)
+{
+	return s->sw ? &s->sw->p : &s->p;
+}
+
 static void refresh_send(struct egress_node *e, struct eg_sb *s, long long now)
 {
+	const struct sbx_egress *p = asked(s);
 	uint8_t buf[DNS_MSG_MAX];
 
-	for (size_t i = 0; i < s->p.n; i++) {
+	for (size_t i = 0; i < p->n; i++) {
 		int ql;
-		if (!s->p.allow[i].host[0] || s->rf->res[i].rcode != -1)
+		if (!p->allow[i].host[0] || s->rf->res[i].rcode != -1)
 			continue;
-		ql = dns_build_query(s->rf->ids[i], s->p.allow[i].host, buf, sizeof(buf));
+		ql = dns_build_query(s->rf->ids[i], p->allow[i].host, buf, sizeof(buf));
 		if (ql > 0 && send(e->rs, buf, (size_t)ql, 0) < 0 && errno != EAGAIN)
-			log_warn("sandbox %s: asking the resolver for %s", s->id, s->p.allow[i].host);
+			log_warn("sandbox %s: asking the resolver for %s", s->id, p->allow[i].host);
 	}
 	s->rf->resend = now + RESEND_MS;
 }
 
-static void refresh_begin(struct egress_node *e, struct eg_sb *s, long long now)
+static int refresh_begin(struct egress_node *e, struct eg_sb *s, long long now)
 {
+	const struct sbx_egress *p = asked(s);
+
 	if (e->rs < 0 || !(s->rf = calloc(1, sizeof(*s->rf)))) {
 		log_warnx("sandbox %s: its hostnames cannot be asked again (no resolver): the addresses in force stay",
 			  s->id);
 		s->due_ms = now + DNS_NEG_TTL * 1000;
-		return;
+		return -1;
 	}
 	if (getrandom(s->rf->ids, sizeof(s->rf->ids), 0) != (ssize_t)sizeof(s->rf->ids))
 		for (size_t i = 0; i < SBX_EGRESS_MAX_ALLOW; i++)
 			s->rf->ids[i] = (uint16_t)(now * 31 + i * 7919);
-	for (size_t i = 0; i < s->p.n; i++) {
+	for (size_t i = 0; i < p->n; i++) {
 		s->rf->res[i].rcode = -1;
-		s->rf->left += s->p.allow[i].host[0] != 0;
+		s->rf->left += p->allow[i].host[0] != 0;
 	}
 	s->rf->deadline = now + REFRESH_MS;
 	refresh_send(e, s, now);
+	return 0;
+}
+
+/* A switch's names are in (or the time is up; a name with no answer
+ * allows nothing, as at a start): its policy in force, and answered. */
+static void switch_end(struct egress_node *e, struct eg_sb *s, struct dns_addrs *res, long long now)
+{
+	struct eg_switch *sw = s->sw;
+	sbx_err err = SBX_ERR_INIT;
+	char ip[16];
+	json_t *body;
+
+	s->sw = NULL;
+	for (size_t i = 0; i < sw->p.n; i++)
+		if (sw->p.allow[i].host[0] && res[i].rcode == -1) {
+			log_warnx("sandbox %s: %s had no answer from the resolver in %d ms: it allows nothing until it "
+				  "resolves", s->id, sw->p.allow[i].host, REFRESH_MS);
+			res[i].n = 0;
+			res[i].ttl = DNS_TTL_MIN;
+		}
+	if (egress_apply_resolved(e->c, s->id, ip_text(s, ip), &sw->p, res, &err) < 0) {
+		log_warnx("sandbox %s: %s (the policy in force before stays)", s->id, err.msg);
+		body = sbx_reply_fail(err.http == 400 ? "not_supported" : "egress_failed", err.msg);
+	} else {
+		cleanup_free char *resolved = NULL;
+		s->p = sw->p;
+		memcpy(s->res, res, sizeof(s->res));
+		s->due_ms = next_due(s, now);
+		resolved = resolved_json(s);
+		body = json_pack("{s:b, s:s}", "ok", 1, "resolved", resolved ? resolved : "{}");
+	}
+	if (e->reply)
+		e->reply(e->reply_ctx, sw->reply_to, sw->corr, body);
+	else
+		json_decref(body);
+	free(sw);
+}
+
+void egress_node_reply_hook(struct egress_node *e,
+			    void (*fn)(void *ctx, const char *reply_to, const char *corr, json_t *body), void *ctx)
+{
+	e->reply = fn;
+	e->reply_ctx = ctx;
+}
+
+int egress_node_switch(struct egress_node *e, const char *id, const struct sbx_egress *p, const char *reply_to,
+		       const char *corr)
+{
+	struct eg_sb *s = find(e, id);
+	struct eg_switch *sw;
+
+	if (!s || s->pending || e->rs < 0 || !e->reply || !egress_has_hosts(p) || !(sw = calloc(1, sizeof(*sw))))
+		return -1;
+	switch_cancel(e, s, "a later egress switch replaced it");
+	free(s->rf);
+	s->rf = NULL;
+	sw->p = *p;
+	snprintf(sw->reply_to, sizeof(sw->reply_to), "%s", reply_to);
+	snprintf(sw->corr, sizeof(sw->corr), "%s", corr);
+	s->sw = sw;
+	if (refresh_begin(e, s, sbx_now_ms()) < 0) {
+		s->sw = NULL;
+		free(sw);
+		return -1;
+	}
+	return 0;
 }
 
 /* The answers are in, or the time is up: a name that changed puts the
@@ -470,6 +563,10 @@ static void refresh_end(struct egress_node *e, struct eg_sb *s, long long now)
 	memcpy(res, s->rf->res, sizeof(res));
 	free(s->rf);
 	s->rf = NULL;
+	if (s->sw) {
+		switch_end(e, s, res, now);
+		return;
+	}
 	for (size_t i = 0; i < s->p.n; i++) {
 		if (!s->p.allow[i].host[0])
 			continue;
@@ -512,11 +609,12 @@ static void on_refresh(struct egress_node *e)
 			continue;
 		id = (uint16_t)(buf[0] << 8 | buf[1]);
 		for (struct eg_sb *s = e->sbs; s; s = s->next) {
+			const struct sbx_egress *p = asked(s);
 			bool mine = false;
-			for (size_t i = 0; s->rf && i < s->p.n; i++) {
+			for (size_t i = 0; s->rf && i < p->n; i++) {
 				struct dns_addrs a;
-				if (s->rf->ids[i] != id || s->rf->res[i].rcode != -1 || !s->p.allow[i].host[0] ||
-				    dns_parse_answer(buf, (size_t)r, s->p.allow[i].host, &a) < 0)
+				if (s->rf->ids[i] != id || s->rf->res[i].rcode != -1 || !p->allow[i].host[0] ||
+				    dns_parse_answer(buf, (size_t)r, p->allow[i].host, &a) < 0)
 					continue;
 				s->rf->res[i] = a;
 				s->rf->left--;
@@ -536,7 +634,7 @@ long long egress_node_tick(struct egress_node *e)
 	long long now = sbx_now_ms(), next = -1;
 
 	for (struct eg_sb *s = e->sbs; s; s = s->next) {
-		if (s->pending || !s->due_ms)
+		if (s->pending || (!s->due_ms && !s->rf))
 			continue;
 		if (s->dirty)
 			record_resolved(e, s);
@@ -547,7 +645,7 @@ long long egress_node_tick(struct egress_node *e)
 		else if (s->rf && now >= s->rf->resend)
 			refresh_send(e, s, now);
 		else if (!s->rf && s->due_ms <= now)
-			refresh_begin(e, s, now);
+			(void)refresh_begin(e, s, now);
 		if (s->rf) {
 			long long t = s->rf->resend < s->rf->deadline ? s->rf->resend : s->rf->deadline;
 			if (next < 0 || t - now < next)
@@ -620,6 +718,7 @@ void egress_node_free(struct egress_node *e)
 		struct eg_sb *s = e->sbs;
 		e->sbs = s->next;
 		free(s->rf);
+		free(s->sw);
 		free(s);
 	}
 	free(e);

@@ -7,6 +7,7 @@
 #define SBX_WORKER_EGRESS_NODE_H
 
 #include <stdbool.h>
+#include <jansson.h>
 #include "db.h"
 #include "egress_policy.h"
 #include "err.h"
@@ -31,6 +32,19 @@ void egress_node_ip_source(struct egress_node *e, int (*fn)(void *ctx, const cha
  * the API writes (it holds the row meanwhile). */
 int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
 		    sbx_err *err);
+/* How the node answers a request (egress_node_switch's, later). */
+void egress_node_reply_hook(struct egress_node *e,
+			    void (*fn)(void *ctx, const char *reply_to, const char *corr, json_t *body /* stolen */),
+			    void *ctx);
+/* A running sandbox's switch to p, which names hostnames: they are asked
+ * through the loop (which goes on meanwhile), then p is put in force as
+ * egress_node_set does and the request is answered through the reply hook
+ * ({ok, resolved}, or a failure with the policy before still in force).
+ * 0: under way; -1: not taken (no resolver socket, no hook, not known):
+ * the caller switches with egress_node_set. A later switch or a destroy
+ * answers one still under way with a failure. */
+int egress_node_switch(struct egress_node *e, const char *id, const struct sbx_egress *p, const char *reply_to,
+		       const char *corr);
 /* A start's policy (put in force by the start process): kept as pending
  * until egress_node_started (start ok) or egress_node_forget. */
 void egress_node_pending(struct egress_node *e, const char *id, const struct sbx_egress *p);

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <jansson.h>
 #include "db.h"
 #include "dns.h"
 #include "egress_node.h"
@@ -29,7 +30,14 @@ struct eg_sb {
 	struct dns_addrs res[SBX_EGRESS_MAX_ALLOW];
 	long long due_ms; /* next re-resolution; 0: none (no hostnames) */
 	bool dirty;       /* resolved addresses not yet written to the record */
-	struct eg_refresh *rf; /* a re-resolution in flight */
+	struct eg_refresh *rf; /* a re-resolution in flight (of sw's policy when set) */
+	struct eg_switch *sw;  /* a switch waiting for its hostnames */
+};
+
+/* A switch to a policy with hostnames: answered once they are resolved. */
+struct eg_switch {
+	struct sbx_egress p;
+	char reply_to[256], corr[72];
 };
 
 /* A re-resolution of a sandbox's hostnames, asked on the node's refresh
@@ -77,6 +85,8 @@ struct egress_node {
 	uint16_t next_slot;
 	int (*ip_file)(void *ctx, const char *id, char ip[16]); /* egress_node_ip_source */
 	void *ip_ctx;
+	void (*reply)(void *ctx, const char *reply_to, const char *corr, json_t *body); /* egress_node_reply_hook */
+	void *reply_ctx;
 };
 
 /* egress_node.c: the sandbox with address ip (host order), in force */

@@ -230,6 +230,12 @@ static int node_net_ip(void *ctx, const char *id, char ip[16])
 	return sandbox_net_ip(&n->sc, id, ip);
 }
 
+/* a switch's answer, once its hostnames are resolved (egress_node_switch) */
+static void node_egress_reply(void *ctx, const char *reply_to, const char *corr, json_t *body)
+{
+	node_reply(ctx, reply_to, corr, body);
+}
+
 /* ---- relay hooks (relay.c) ---- */
 
 static int relay_state(void *ctx, const char *id, const char *sandbox_id, char *why, size_t whysz)
@@ -475,6 +481,7 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 	if (!n->egress)
 		fatal("egress_node_new");
 	egress_node_ip_source(n->egress, node_net_ip, n);
+	egress_node_reply_hook(n->egress, node_egress_reply, n);
 	/* the sbx CNI network of the sandboxes Nomad runs here (nomad_net.h) */
 	if (*sbx_cfg_str(cfg, "nomad_cni_socket")) {
 		n->cni = nomad_net_new(&n->sc, sbx_cfg_str(cfg, "nomad_cni_socket"), n->ep, &err);

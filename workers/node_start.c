@@ -131,7 +131,8 @@ int node_admit(struct node *n, int mem, int disk, bool count_pool, char *why, si
 }
 
 /* Puts a running sandbox's new egress policy in force (one nft
- * transaction, a few ms: done here, in the loop) and answers once it is. */
+ * transaction, a few ms: done here, in the loop; hostnames are resolved
+ * first, without waiting in the loop) and answers once it is. */
 void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 {
 	static struct sbx_egress p;
@@ -156,6 +157,10 @@ void node_on_egress(struct node *n, const sbx_mq_msg *m, json_t *body)
 							   "no such sandbox on this node"));
 		return;
 	}
+	/* hostnames are asked through the loop, and the switch is answered
+	 * once they are in (egress_node.c) */
+	if (egress_node_switch(n->egress, id, &p, m->reply_to, m->correlation_id) == 0)
+		return;
 	/* a sandbox Nomad runs has the network sbx-cni had us wire: the same
 	 * rules, switched the same way (one without it has no route out) */
 	if (egress_node_set(n->egress, id, &p, &resolved, &err) < 0) {

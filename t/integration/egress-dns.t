@@ -14,7 +14,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/egresslib.sh"
 
-plan 32
+plan 36
 
 eg_world || bail "cannot build the test namespaces"
 ZONE=$T_TMP/zone.json
@@ -105,6 +105,23 @@ is "$STATUS $(j -c .data.egress.resolved)" '200 {"other.egress.test":["203.0.113
 	"open -> restricted with a hostname: 200, resolved shown"
 is "$(tcp "$O" 203.0.113.30 8081) $(tcp "$O" 198.51.100.20 8080)" "other-port fail" \
 	"...its address (any port) answers, others do not"
+
+# a switch whose name its resolver answers late (1.5 s): the node answers
+# other requests meanwhile, and the switch once the name is in
+echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"], "late.egress.test": ["198.51.100.20"], "_slow": {"late.egress.test": 1500}}' > "$ZONE"
+: > "$QLOG"
+curl -sS --cacert "$SBX_CACERT" -H "$REQ_AUTH" -H 'Content-Type: application/json' -X PUT \
+	-d '{"mode":"restricted","allow":["late.egress.test"]}' -o "$T_TMP/sw.json" -w '%{http_code}' \
+	"$SBX_URL/sandboxes/$O/egress" > "$T_TMP/sw.code" 2> /dev/null &
+SWPID=$!
+grep -qm1 '^late\.egress\.test$' < <(timeout 20 tail -n +1 -F "$QLOG" 2> /dev/null)
+is "$(rt_sh "$D" 'echo alive')" alive "while a switch waits for its resolver, another sandbox's exec is answered"
+is "$(cat "$T_TMP/sw.code")" "" "...before the switch is answered"
+wait "$SWPID"
+is "$(cat "$T_TMP/sw.code") $(jq -c .data.egress.resolved "$T_TMP/sw.json")" '200 {"late.egress.test":["198.51.100.20"]}' \
+	"...which then answers 200, the late name resolved"
+is "$(tcp "$O" 198.51.100.20 8080) $(tcp "$O" 203.0.113.30 8081)" "web fail" "...and in force: its address answers, the one before does not"
+echo '{"api.egress.test": ["203.0.113.30"], "other.egress.test": ["203.0.113.30"]}' > "$ZONE"
 
 # a resolver that does not answer in time: the node's loop goes on while
 # it asks again (R's TTL runs out every 5 s): another sandbox's exec is
