@@ -19,6 +19,7 @@ SBX_UNIT_TESTS = \
 	t/unit/stats_view_test \
 	t/unit/egress_test \
 	t/unit/dns_test \
+	t/unit/idset_test \
 	t/unit/nomad_job_test \
 	t/unit/nomad_net_test \
 	t/unit/docker_test \
@@ -44,6 +45,9 @@ t_unit_docker_test_LDADD = $(SBX_NODE_LIBS)
 # the node's DNS wire format and its egress-resolved file (libsbxnode)
 t_unit_dns_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 t_unit_dns_test_LDADD = $(SBX_NODE_LIBS)
+# the orphan pass's set of ids (libsbxnode)
+t_unit_idset_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+t_unit_idset_test_LDADD = $(SBX_NODE_LIBS)
 # runsc's containers under the node's --root, read from its files (libsbxnode)
 t_unit_runsc_ids_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 t_unit_runsc_ids_test_LDADD = $(SBX_NODE_LIBS)

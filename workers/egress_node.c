@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,7 @@ static struct eg_sb *get(struct egress_node *e, const char *id)
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return NULL;
+	e->tick_at = 0;
 	snprintf(s->id, sizeof(s->id), "%s", id);
 	s->next = e->sbs;
 	e->sbs = s;
@@ -194,6 +196,7 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 	char ip[16];
 	const char *at = ip_text(find(e, id), ip);
 
+	e->tick_at = 0; /* its work may come sooner now */
 	/* one look for a sandbox not known yet, for the rules and for
 	 * learn_ip below (when it fails, the apply says why) */
 	if (!at)
@@ -230,6 +233,7 @@ void egress_node_pending(struct egress_node *e, const char *id, const struct sbx
 {
 	struct eg_sb *s = get(e, id);
 
+	e->tick_at = 0; /* its work may come sooner now */
 	if (!s)
 		return;
 	s->pending = true;
@@ -249,6 +253,7 @@ void egress_node_started(struct egress_node *e, const char *id, const char *ip, 
 	struct eg_sb *s = find(e, id);
 	sbx_err err = SBX_ERR_INIT;
 
+	e->tick_at = 0; /* its work may come sooner now */
 	if (!s || !s->pending)
 		return;
 	learn_ip(e, s, ip);
@@ -324,6 +329,7 @@ static void sync_track(struct egress_node *e, const struct sync_item *it, size_t
 {
 	struct eg_sb *s = get(e, it->id);
 
+	e->tick_at = 0; /* its work may come sooner now */
 	if (!s)
 		return;
 	switch_cancel(e, s, "the record's egress policy was put in force meanwhile");
@@ -533,6 +539,7 @@ int egress_node_switch(struct egress_node *e, const char *id, const struct sbx_e
 	struct eg_sb *s = find(e, id);
 	struct eg_switch *sw;
 
+	e->tick_at = 0; /* its work may come sooner now */
 	if (!s || s->pending || e->rs < 0 || !e->reply || !egress_has_hosts(p) || !(sw = calloc(1, sizeof(*sw))))
 		return -1;
 	switch_cancel(e, s, "a later egress switch replaced it");
@@ -560,6 +567,7 @@ static void refresh_end(struct egress_node *e, struct eg_sb *s, long long now)
 	bool changed = false;
 	size_t unanswered = 0;
 
+	e->tick_at = 0; /* its work may come sooner now */
 	memcpy(res, s->rf->res, sizeof(res));
 	free(s->rf);
 	s->rf = NULL;
@@ -633,6 +641,14 @@ long long egress_node_tick(struct egress_node *e)
 {
 	long long now = sbx_now_ms(), next = -1;
 
+	/* nothing of the sandboxes is due before tick_at: not walked (a
+	 * thousand of them at every wakeup of the loop was 9 % of its CPU) */
+	if (e->tick_at > now) {
+		long long t = egress_fwd_tick(e, now);
+		next = e->tick_at == LLONG_MAX ? -1 : e->tick_at - now;
+		return t >= 0 && (next < 0 || t < next) ? t : next;
+	}
+
 	for (struct eg_sb *s = e->sbs; s; s = s->next) {
 		if (s->pending || (!s->due_ms && !s->rf))
 			continue;
@@ -654,6 +670,7 @@ long long egress_node_tick(struct egress_node *e)
 			next = s->due_ms > now ? s->due_ms - now : 0;
 		}
 	}
+	e->tick_at = next < 0 ? LLONG_MAX : now + next;
 	{
 		long long t = egress_fwd_tick(e, now);
 		if (t >= 0 && (next < 0 || t < next))

@@ -87,6 +87,7 @@ struct egress_node {
 	void *ip_ctx;
 	void (*reply)(void *ctx, const char *reply_to, const char *corr, json_t *body); /* egress_node_reply_hook */
 	void *reply_ctx;
+	long long tick_at; /* egress_node_tick walks the sandboxes from then (0: at once) */
 };
 
 /* egress_node.c: the sandbox with address ip (host order), in force */

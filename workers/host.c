@@ -98,12 +98,49 @@ void host_strv_free(char **v, size_t n)
 	free(v);
 }
 
+static size_t idset_hash(const char *id, size_t len)
+{
+	size_t h = 14695981039346656037u; /* FNV-1a */
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (unsigned char)id[i]) * 1099511628211u;
+	return h;
+}
+
+/* s->h at twice the ids it will hold, at least */
+static int idset_rehash(struct host_idset *s)
+{
+	size_t cap = s->hcap ? s->hcap : 64;
+	size_t *h;
+
+	while (cap <= (s->n + 1) * 2)
+		cap *= 2;
+	if (!(h = calloc(cap, sizeof(*h))))
+		return -1;
+	for (size_t i = 0; i < s->n; i++) {
+		size_t k = idset_hash(s->v[i], strlen(s->v[i])) & (cap - 1);
+		while (h[k])
+			k = (k + 1) & (cap - 1);
+		h[k] = i + 1;
+	}
+	free(s->h);
+	s->h = h;
+	s->hcap = cap;
+	return 0;
+}
+
 void host_idset_add(struct host_idset *s, const char *id, size_t len)
 {
+	size_t k;
+
 	if (s->oom || !sbx_id_valid_n(id, len))
 		return;
-	for (size_t i = 0; i < s->n; i++)
-		if (strncmp(s->v[i], id, len) == 0)
+	if ((s->n + 1) * 2 >= s->hcap && idset_rehash(s) < 0) {
+		s->oom = true;
+		return;
+	}
+	for (k = idset_hash(id, len) & (s->hcap - 1); s->h[k]; k = (k + 1) & (s->hcap - 1))
+		if (strncmp(s->v[s->h[k] - 1], id, len) == 0)
 			return;
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 16;
@@ -118,7 +155,7 @@ void host_idset_add(struct host_idset *s, const char *id, size_t len)
 	if (!(s->v[s->n] = strndup(id, len)))
 		s->oom = true;
 	else
-		s->n++;
+		s->h[k] = ++s->n;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -149,6 +186,7 @@ int host_idset_take(struct host_idset *s, char ***ids, size_t *n)
 	}
 	if (s->n) /* qsort(NULL, 0, ...) is undefined */
 		qsort(s->v, s->n, sizeof(*s->v), cmp_str);
+	free(s->h);
 	*ids = s->v;
 	*n = s->n;
 	memset(s, 0, sizeof(*s));
@@ -157,6 +195,7 @@ int host_idset_take(struct host_idset *s, char ***ids, size_t *n)
 
 void host_idset_free(struct host_idset *s)
 {
+	free(s->h);
 	host_strv_free(s->v, s->n);
 	memset(s, 0, sizeof(*s));
 }

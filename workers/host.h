@@ -74,6 +74,9 @@ struct host_idset {
 	char **v;
 	size_t n, cap;
 	bool oom;
+	size_t *h, hcap; /* v's index + 1 by the id's hash (0: empty): a
+			  * thousand sandboxes' ids, mounts and loops were
+			  * each compared with every id before */
 };
 void host_idset_add(struct host_idset *s, const char *id, size_t len);
 /* Adds the name of each entry of DIR that is an object id; a DIR that does

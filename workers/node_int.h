@@ -20,7 +20,9 @@
 #include "settings.h"
 
 #define MAX_SANDBOXES 4096
+#define SB_BUCKETS 8192 /* sb_find's index (a power of 2) */
 #define LIVENESS_MS 2000
+#define PASS_SLOW_MS 100 /* a node pass that holds the loop this long is logged */
 
 /* SB_POOL: a warm pool member, started and waiting for a create (pool.c);
  * SB_PAUSING/PAUSED/RESUMING: node_pause.c */
@@ -49,6 +51,7 @@ struct sb {
 	struct sb_idle idle; /* idle.c: frozen while idle */
 	bool nomad;       /* Nomad runs it; this agent adopted it (adopt.c): its
 	                   * channel is ours, its container and cgroups are not */
+	int hnext;        /* sb_find's index: the next slot of its bucket, + 1 */
 };
 
 enum op_kind { OP_START, OP_DESTROY, OP_VOLUME_CREATE, OP_VOLUME_DELETE, OP_VOLUME_MOUNT, OP_PAUSE, OP_RESUME, OP_SNAPSHOT };
@@ -91,6 +94,10 @@ struct node {
 	struct sandbox_node_cfg sc;
 	struct net_config net;
 	struct sb sbs[MAX_SANDBOXES];
+	/* by placement: each bucket's first slot + 1 (0: none), chained by
+	 * hnext; a slot stays in its id's bucket until it is reused (sb_find
+	 * skips free ones): a lookup is a few compares, not up to 4,096 */
+	int sb_head[SB_BUCKETS];
 	struct op *ops;
 	char init_path[512];
 	long long next_liveness, next_orphans, next_guard;
