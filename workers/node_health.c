@@ -223,6 +223,8 @@ static int row_find(PGresult *r, const int *idx, int n, int col, const char *key
 	return lo;
 }
 
+#define ORPHAN_DEEP_PASSES 6
+
 /* Everything on this node that no live record owns goes. In-flight work
  * (a start or destroy process) is left alone; a live record whose sandbox
  * we do not track yet (agent restart) is adopted. */
@@ -236,11 +238,13 @@ void reap_orphans(struct node *n, bool at_start)
 	cleanup_free int *byp = NULL, *byid = NULL;
 	size_t alen = 0, slen = 0;
 	int nr = 0;
+	static unsigned passes;
 
 	/* The sandbox's directory is made first and removed last, so listing
 	 * the state directory (with its mounts, loops and containers) finds
-	 * every leftover of this node, and nothing of another instance's. */
-	if (sandbox_list(&n->sc, &ids, &nn, &err) < 0) {
+	 * every leftover of this node, and nothing of another instance's; the
+	 * mounts and loop devices every ORPHAN_DEEP_PASSES passes, and at start */
+	if (sandbox_list(&n->sc, at_start || passes++ % ORPHAN_DEEP_PASSES == 0, &ids, &nn, &err) < 0) {
 		log_warnx("orphan pass: %s", err.msg);
 		return;
 	}

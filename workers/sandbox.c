@@ -804,7 +804,7 @@ void sandbox_list_free(char **ids, size_t n)
 	host_strv_free(ids, n);
 }
 
-int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err)
+int sandbox_list(const struct sandbox_node_cfg *c, bool deep, char ***ids, size_t *n, sbx_err *err)
 {
 	struct host_idset s = { 0 };
 	char sbdir[512], **v;
@@ -834,6 +834,8 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	for (size_t i = 0; i < vn; i++)
 		host_idset_add(&s, v[i], strlen(v[i]));
 	host_strv_free(v, vn);
+	if (!deep)
+		goto done;
 	/* 3. mounts */
 	if (disk_mounts_under(sbdir, &v, &vn) < 0) {
 		sbx_err_sys(err, "sandbox", "read mountinfo");
@@ -854,6 +856,7 @@ int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_e
 	 * and a reaper would tear down their network. The directory is made
 	 * before the network and removed only after it, so every network
 	 * leftover of ours has its directory here. */
+done:
 	if (host_idset_take(&s, ids, n) < 0)
 		return sbx_err_set(err, 500, "sandbox", "out of memory listing sandboxes");
 	return 0;

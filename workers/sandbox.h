@@ -184,8 +184,11 @@ void sandbox_snapshot_workdir(const struct sandbox_node_cfg *c, const char *snap
  * state_dir: it never returns another node instance's sandbox (so it does
  * not use net_list, whose netns names are global; a sandbox's directory is
  * made before and removed after its network, so it covers the network).
- * Free with sandbox_list_free. */
-int sandbox_list(const struct sandbox_node_cfg *c, char ***ids, size_t *n, sbx_err *err);
+ * deep: the mounts and loop devices too (a mount has its directory, and the
+ * directory outlives its loop device, so they find only what someone took
+ * the directory from; with a thousand sandboxes they were most of the
+ * listing's time). Free with sandbox_list_free. */
+int sandbox_list(const struct sandbox_node_cfg *c, bool deep, char ***ids, size_t *n, sbx_err *err);
 void sandbox_list_free(char **ids, size_t n);
 /* A connection to sbx-init's channel of a running sandbox, after its HELLO
  * frame (checked: type and version); *fd is O_CLOEXEC and blocking. Fails

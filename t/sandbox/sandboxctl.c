@@ -266,7 +266,7 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "list") && argc == 1) {
 		char **ids;
 		size_t n;
-		rc = sandbox_list(&cfg, &ids, &n, &err);
+		rc = sandbox_list(&cfg, true, &ids, &n, &err);
 		if (rc == 0) {
 			for (size_t i = 0; i < n; i++)
 				printf("%s\n", ids[i]);
