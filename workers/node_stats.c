@@ -66,6 +66,7 @@ struct stats_series {
 	char sid[SBX_ID_LEN + 1]; /* the record it serves: the rows' key */
 	long long next_at;        /* mono ms of the next sample */
 	bool seen;
+	bool frozen_read;         /* the last sample was read while it was frozen */
 	struct stats_ring fine;
 	struct stats_pt fine_v[FINE_N];
 };
@@ -313,14 +314,29 @@ void stats_pass(struct node *n)
 		se = index_find(&ix, n, s->id);
 		if (se)
 			se->seen = true; /* paused, resuming...: its history stays */
+		if (s->st != SB_READY || (se && now < se->next_at))
+			continue;
+		/* frozen since its last sample was read: nothing in it has run
+		 * since, so that sample again, at this time, without reading its
+		 * cgroup and network files (a thousand idle sandboxes' reads were
+		 * most of the idle node agent's CPU); the first sample after the
+		 * freeze is read, and the first after the thaw catches up (the
+		 * counters are cumulative) */
+		if (se && s->idle.frozen && se->frozen_read && se->fine.n) {
+			p = *ring_at(&se->fine, se->fine.n - 1);
+			p.t = wall_ms();
+			se->next_at = now + sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
+			series_add(se, &p);
+			continue;
+		}
 		/* Nomad's: sampled once its cgroup is noted (no Docker call here) */
-		if (s->st != SB_READY || (se && now < se->next_at) ||
-		    (s->nomad && !sandbox_adopted_cgroup_noted(&n->sc, s->id)) || sample(n, s->id, &p, &u, &err) < 0)
+		if ((s->nomad && !sandbox_adopted_cgroup_noted(&n->sc, s->id)) || sample(n, s->id, &p, &u, &err) < 0)
 			continue;
 		if (!se && !(se = series_new(n, s->id, s->sandbox_id)))
 			continue;
 		se->seen = true;
 		se->next_at = now + sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
+		se->frozen_read = s->idle.frozen;
 		series_rebase(se, &p, &u);
 		series_add(se, &p);
 	}

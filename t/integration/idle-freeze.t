@@ -26,7 +26,7 @@ CONF_MARK="# added by t/integration/idle-freeze.t (removed by its clean-up)"
 CONF_TOUCHED=0
 t_on_exit rt_kill_bg sb_cleanup restore_conf
 
-plan 22
+plan 24
 
 mark=$(log_mark)
 printf '%s\nidle_freeze_ms = 1000\n' "$CONF_MARK" >> "$SBX_CONF"
@@ -63,6 +63,19 @@ wait_until 60 frozen "$A"
 ok $? "a sandbox left alone is frozen (freezer.state on the host: $(sb_freezer "$A"))"
 wait_until 30 node_agent_log_has "sandbox $A: idle: frozen"
 ok $? "the node agent says so in its log"
+# its stats go on while it is frozen (a sample every stats_sample_interval,
+# 3 s on the test stacks; the node repeats the one it read after the freeze
+# instead of reading the files again): new points, the same numbers
+npoints() { req nginx GET "/sandboxes/$A/stats" > /dev/null && j '.data.results | length'; }
+lastpt() { req nginx GET "/sandboxes/$A/stats" > /dev/null && j -c '.data.results[-1].memory'; }
+lastcpu() { req nginx GET "/sandboxes/$A/stats" > /dev/null && j -c '.data.results[-1].cpu'; }
+wait_until 30 bash -c "[ \"\$(curl -sS --cacert '$SBX_CACERT' -H '$REQ_AUTH' '$SBX_URL/sandboxes/$A/stats' | jq '.data.results | length')\" -gt 0 ]"
+n0=$(npoints)
+p0=$(lastpt)
+more_points() { [ "$(npoints)" -ge $((n0 + 2)) ]; }
+wait_until 30 more_points
+ok $? "a frozen sandbox's stats go on: $(npoints) points after $n0 (two more while it is frozen)"
+is "$(lastpt) $(lastcpu) $(sb_freezer "$A")" "$p0 0 FROZEN" "...the memory it had when it froze, no CPU used (nothing runs), still frozen"
 
 # ---- requests to a frozen sandbox --------------------------------------------
 T_SECTION=requests
