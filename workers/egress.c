@@ -233,9 +233,9 @@ int egress_apply_at(const struct net_config *c, const char *id, const char *ip, 
 int egress_apply_new(const struct net_config *c, const char *id, const char *ip, const struct sbx_egress *p,
 		     struct dns_addrs *res, sbx_err *err)
 {
-	memset(res, 0, SBX_EGRESS_MAX_ALLOW * sizeof(*res));
 	if (p->mode != SBX_EGRESS_DENY_ALL)
 		return resolve_apply(c, id, ip, p, res, err);
+	memset(res, 0, SBX_EGRESS_MAX_ALLOW * sizeof(*res));
 	log_info("sandbox %s: egress deny_all in force (0 entries)", id);
 	return 0;
 }

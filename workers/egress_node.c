@@ -188,6 +188,21 @@ static const char *ip_text(const struct eg_sb *s, char buf[16])
 	return inet_ntop(AF_INET, &in, buf, 16);
 }
 
+/* p (its hostnames resolved to res) is what s has in force now: a switch
+ * still under way is answered (why), a re-resolution of the policy before
+ * dropped (its answers are stale); the caller sets when it is next due. */
+static void in_force(struct egress_node *e, struct eg_sb *s, const struct sbx_egress *p,
+		     const struct dns_addrs *res, const char *ip, const char *why)
+{
+	switch_cancel(e, s, why);
+	s->pending = false;
+	s->p = *p;
+	memcpy(s->res, res, sizeof(s->res));
+	free(s->rf);
+	s->rf = NULL;
+	learn_ip(e, s, ip);
+}
+
 int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egress *p, char **resolved,
 		    sbx_err *err)
 {
@@ -214,13 +229,7 @@ int egress_node_set(struct egress_node *e, const char *id, const struct sbx_egre
 			*resolved = strdup("{}");
 		return 0; /* in force; only its refresh is lost */
 	}
-	switch_cancel(e, s, "another egress policy was put in force meanwhile");
-	s->pending = false;
-	s->p = *p;
-	memcpy(s->res, res, sizeof(res));
-	free(s->rf); /* a re-resolution of the policy before: its answers are stale */
-	s->rf = NULL;
-	learn_ip(e, s, at);
+	in_force(e, s, p, res, at, "another egress policy was put in force meanwhile");
 	s->due_ms = egress_has_hosts(p) ? next_due(s, sbx_now_ms()) : 0;
 	if (resolved)
 		*resolved = resolved_json(s);
@@ -332,13 +341,8 @@ static void sync_track(struct egress_node *e, const struct sync_item *it, size_t
 	e->tick_at = 0; /* its work may come sooner now */
 	if (!s)
 		return;
-	switch_cancel(e, s, "the record's egress policy was put in force meanwhile");
-	s->pending = false;
-	s->p = it->p;
-	memcpy(s->res, it->res, sizeof(s->res));
-	free(s->rf);
-	s->rf = NULL;
-	learn_ip(e, s, it->ip[0] ? it->ip : NULL);
+	in_force(e, s, &it->p, it->res, it->ip[0] ? it->ip : NULL,
+		 "the record's egress policy was put in force meanwhile");
 	s->due_ms = egress_has_hosts(&it->p) ? now + (long long)(k % 50) * 100 : 0;
 }
 

@@ -160,6 +160,16 @@ static bool op_answered(const struct op *o)
 	return o->len && o->buf[o->len - 1] == '\n';
 }
 
+/* A started sandbox's egress kept by the node: its address and what its
+ * start resolved, from the files the start left beside it. */
+static void start_egress(struct node *n, const char *id)
+{
+	char ip[16], path[600];
+
+	egress_node_started(n->egress, id, sandbox_net_ip(&n->sc, id, ip) == 0 ? ip : NULL,
+			    sandbox_egress_resolved_path(&n->sc, id, path, sizeof(path)) == 0 ? path : NULL);
+}
+
 static void op_done(struct node *n, struct op *o)
 {
 	bool ok = o->len >= 2 && !memcmp(o->buf, "OK", 2);
@@ -204,7 +214,6 @@ static void op_done(struct node *n, struct op *o)
 				      : sbx_reply_fail(strstr(msg, "still mounted") ? "volume_in_use" : NULL, msg));
 	} else if (o->kind == OP_START) {
 		if (ok && s && !s->destroy_after_start) {
-			char ip[16];
 			/* hostnames are written to the record before the answer (a
 			 * GET right after the 201 shows egress.resolved; one
 			 * UPDATE of what the start resolved, those creates only);
@@ -214,21 +223,14 @@ static void op_done(struct node *n, struct op *o)
 
 			s->st = SB_READY;
 			log_info("sandbox %s: started (placement %s)", s->sandbox_id, o->id);
-			if (hosts) {
-				char path[600];
-				egress_node_started(n->egress, o->id,
-						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL,
-						    sandbox_egress_resolved_path(&n->sc, o->id, path, sizeof(path)) == 0
-							    ? path
-							    : NULL);
-			}
+			if (hosts)
+				start_egress(n, o->id);
 			if (o->reply)
 				send_reply(n, o->reply_to, o->corr,
 					   json_pack("{s:b, s:s, s:s}", "ok", 1, "container_id", o->id, "placement_id",
 						     o->id));
 			if (!hosts)
-				egress_node_started(n->egress, o->id,
-						    sandbox_net_ip(&n->sc, o->id, ip) == 0 ? ip : NULL, NULL);
+				start_egress(n, o->id);
 			idle_ready(s, false);
 		} else {
 			if (ok)
