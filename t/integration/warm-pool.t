@@ -167,9 +167,13 @@ frozen_p() { [ "$(sb_freezer "$1")" = FROZEN ]; }
 wait_until 60 frozen_p "$DEAD"
 ok $? "member $DEAD is frozen"
 spid=$(cat "$SB_STATE/sandboxes/$DEAD/sandbox.pid" 2> /dev/null)
+mark=$(log_mark)
 ok "[ -n '$spid' ] && kill -9 '$spid'" "kill -9 of member $DEAD's sentry (pid $spid)"
-wait_until 30 sb_gone "$DEAD"
-is "$(sb_leftovers "$DEAD")" "" "the dead member is removed from the node"
+# a frozen sandbox is looked at every tenth liveness pass (20 s, node_health.c),
+# then torn down: 60 s is that with room for a loaded machine
+wait_until 60 sb_gone "$DEAD"
+is "$(sb_leftovers "$DEAD")" "" "the dead member is removed from the node" ||
+	diag "$(log_since "$mark" | grep -e "$DEAD" -e "liveness pass" -e "node pass" | tail -n 5 | cut -c1-300)"
 ok "! in_list '$DEAD' '$(pool)'" "and from the pool listing"
 wait_until 120 pool_full
 ok $? "a new member replaces it"
