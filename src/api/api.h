@@ -67,6 +67,9 @@ typedef void (*api_handler)(struct api_req *r);
 
 /* http.c */
 const char *api_param(struct api_req *r, const char *name);
+/* Prepares and plans the commonest requests' statements on the child's new
+ * Postgres session before it takes one (warm.c); failures are logged. */
+void api_db_warm(struct api_ctx *ctx);
 void api_send_json(struct api_req *r, int status, json_t *body /* stolen */);
 void api_send_data(struct api_req *r, int status, const char *message, json_t *data /* stolen */);
 /* The same envelope around data, JSON text as Postgres gave it (len bytes),

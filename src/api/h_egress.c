@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "api.h"
+#include "sql.h"
 #include "cleanup.h"
 #include "egress_policy.h"
 #include "json.h"
@@ -117,7 +118,7 @@ void h_sandbox_egress(struct api_req *r)
 	}
 	log_info("sandbox %s: egress switched to %s", r->m.id, mode);
 	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, r->m.id,
+			 SQL_SANDBOX_JSON, 2, r->m.id,
 			 r->org.org_id) < 0 ||
 	    PQntuples(res) != 1)
 		goto fail;

@@ -11,6 +11,7 @@
 #include "usage.h"
 #include "msg.h"
 #include "page.h"
+#include "sql.h"
 
 void h_healthz(struct api_req *r)
 {
@@ -199,29 +200,11 @@ void h_usage(struct api_req *r)
 	api_send_data(r, 200, "Usage retrieved", u);
 }
 
-/* What can run: templates some live node has unpacked, and the aliases their
- * definitions declare. An alias never hides a real template's name (one
- * that any node ever registered), so a name is never silently something
- * else; when two templates declare one alias, the first by name has it.
- * $1 is the default template (listed first). */
-#define AVAILABLE_SQL                                                                                            \
-	"WITH avail AS (SELECT t.name, t.display_name, t.description, t.aliases FROM templates t "                 \
-	"WHERE EXISTS (SELECT 1 FROM nodes n WHERE t.name = ANY(n.templates) "                                     \
-	"AND n.heartbeat_at > now() - interval '2 minutes')), "                                                    \
-	"al AS (SELECT DISTINCT ON (a.alias) a.alias AS name, t.name AS target, t.display_name "                  \
-	"FROM avail t, unnest(t.aliases) a(alias) WHERE a.alias NOT IN (SELECT name FROM templates) "              \
-	"ORDER BY a.alias, t.name), "                                                                              \
-	"names AS (SELECT name, name AS target, display_name, description, CASE WHEN name = $1 THEN 0 ELSE 1 END k " \
-	"FROM avail UNION ALL SELECT name, target, display_name, 'alias of ' || target, 2 FROM al) "
-
 int api_template_lookup(struct api_req *r, const char *name, char *out, size_t outsz, sbx_err *err)
 {
 	cleanup_pgres PGresult *res = NULL;
 
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 AVAILABLE_SQL "SELECT (SELECT target FROM names WHERE name = $2 ORDER BY k LIMIT 1), "
-				       "coalesce((SELECT string_agg(name, ', ' ORDER BY k, name) FROM names), 'none')",
-			 2, sbx_cfg_str(r->ctx->cfg, "default_template"), name) < 0)
+	if (sbx_db_query(&r->ctx->db, &res, err, SQL_TEMPLATE_LOOKUP, 2, sbx_cfg_str(r->ctx->cfg, "default_template"), name) < 0)
 		return -1;
 	if (PQgetisnull(res, 0, 0))
 		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "api.h"
+#include "sql.h"
 #include "bodies.h"
 #include "cleanup.h"
 #include "json.h"
@@ -134,7 +135,7 @@ void h_sandbox_timeout(struct api_req *r)
 		return;
 	}
 	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, r->m.id,
+			 SQL_SANDBOX_JSON, 2, r->m.id,
 			 r->org.org_id) < 0 ||
 	    PQntuples(res) != 1) {
 		if (!err.msg[0])

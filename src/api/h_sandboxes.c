@@ -15,16 +15,13 @@
 #include "page.h"
 #include "reply.h"
 #include "sandbox_state.h"
+#include "sql.h"
 #include "usage.h"
 #include "volumes.h"
 
 /* The public Sandbox object of row ALIAS in SQL: the record's JSON, the
  * region object (REGION: a parameter, api_region_json as text) and the
  * default snapshot_mode, as api_sandbox_public adds them in C. */
-#define SANDBOX_PUBLIC_SQL(alias, region)                                                        \
-	"(sbx_sandbox_json(" alias ") || jsonb_build_object('region', " region "::jsonb, "        \
-	"'snapshot_mode', coalesce(" alias ".snapshot_mode, 'manual')))"
-
 /* The region object as JSON text, the parameter SANDBOX_PUBLIC_SQL takes;
  * NULL with a 500 in err when out of memory. */
 static char *region_text(struct api_req *r, sbx_err *err)
@@ -109,14 +106,7 @@ void h_sandboxes_list(struct api_req *r)
 	}
 	/* the page's rows go to the client as Postgres wrote them (h_sandbox_get) */
 	if (api_limits_read(r, &res, &err,
-			    "WITH f AS (SELECT * FROM sandboxes s WHERE s.org_id = $1 "
-			    "  AND ($2::sandbox_status IS NULL OR s.status = $2::sandbox_status) "
-			    "  AND s.metadata @> $3::jsonb) "
-			    "SELECT (SELECT count(*) FROM f), "
-			    "  (SELECT coalesce(jsonb_agg(" SANDBOX_PUBLIC_SQL("p", "$6") " "
-			    "     ORDER BY p.created_at DESC, p.id), '[]') "
-			    "   FROM (SELECT * FROM f ORDER BY created_at DESC, id LIMIT $4::int OFFSET $5::bigint) p)",
-			    6, r->org.org_id, status_p, filter_s, lim, off, region) < 0) {
+			    SQL_SANDBOX_LIST, 6, r->org.org_id, status_p, filter_s, lim, off, region) < 0) {
 		send_db_error(r, &err);
 		return;
 	}
@@ -149,7 +139,7 @@ static json_t *load_sandbox(struct api_req *r, const char *id, sbx_err *err)
 	json_t *s;
 
 	if (api_limits_read(r, &res, err,
-			    "SELECT sbx_sandbox_json(s) FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2", 2, id,
+			    SQL_SANDBOX_JSON, 2, id,
 			    r->org.org_id) < 0 || api_one_row(res, "Sandbox", err) < 0)
 		return NULL;
 	s = api_json_from_row(res, 0, 0);
@@ -168,8 +158,7 @@ void h_sandbox_get(struct api_req *r)
 
 	if (!(region = region_text(r, &err)) ||
 	    api_limits_read(r, &res, &err,
-			    "SELECT " SANDBOX_PUBLIC_SQL("s", "$3") " FROM sandboxes s WHERE s.id = $1 AND s.org_id = $2",
-			    3, r->m.id, r->org.org_id, region) < 0 ||
+			    SQL_SANDBOX_GET, 3, r->m.id, r->org.org_id, region) < 0 ||
 	    api_one_row(res, "Sandbox", &err) < 0) {
 		api_send_error(r, &err);
 		return;
@@ -628,10 +617,7 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 	/* the concurrency limit and the insert are one decision per organisation */
 	if (sbx_db_begin(&r->ctx->db, &err) < 0)
 		goto fail;
-	if (sbx_db_query(&r->ctx->db, &res, &err,
-			 "SELECT pg_advisory_xact_lock(hashtext($1)), "
-			 "(SELECT count(*) FROM sandboxes WHERE org_id = $1 AND status NOT IN ('failed', 'destroyed'))",
-			 1, r->org.org_id) < 0)
+	if (sbx_db_query(&r->ctx->db, &res, &err, SQL_CREATE_COUNT, 1, r->org.org_id) < 0)
 		goto fail;
 	if (atoll(PQgetvalue(res, 0, 1)) >= r->org.max_sandboxes) {
 		sbx_db_rollback(&r->ctx->db);
@@ -652,15 +638,7 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 		if (held)
 			snprintf(leased, SBX_ID_LEN + 1, "%s", id);
 	}
-	if (sbx_db_query(&r->ctx->db, NULL, &err,
-			 "INSERT INTO sandboxes (id, org_id, name, template, region, cpu, memory_mb, disk_gb, "
-			 "auto_destroy, destroy_timeout, one_shot, env, metadata, idle_timeout_s, expires_at, request_id, "
-			 "project_environment, snapshot_mode, egress_mode, egress_allow, block_outbound, from_snapshot, "
-			 "snapshot_frequency) "
-			 "VALUES ($1, $2, $3, $4, $5, $6::int, $7::int, $8::int, $9::boolean, $10, $11::boolean, "
-			 "$12::jsonb, $13::jsonb, $14::int, now() + make_interval(secs => $15::int), $16, $17, $18, "
-			 "$19, coalesce($20::jsonb, '[]'), $19 = 'deny_all', $21, $22)",
-			 22, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
+	if (sbx_db_query(&r->ctx->db, NULL, &err, SQL_CREATE_INSERT, 22, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
 			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s,
 			 c.from_snapshot, c.snapshot_frequency) < 0 ||

@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <time.h>
 #include "api.h"
+#include "sql.h"
 #include "volumes.h"
 #include "cleanup.h"
 #include "errcode.h"
@@ -356,14 +357,7 @@ int api_authenticate(struct api_req *r, sbx_err *err)
 	hash_hex[0] = '\\';
 	hash_hex[1] = 'x';
 	sbx_hex(hash, sizeof(hash), hash_hex + 2);
-	if (sbx_db_query(&r->ctx->db, &res, err,
-			 "SELECT k.id, k.org_id, k.hash, k.is_admin, o.max_sandboxes, o.max_memory_mb, "
-			 "k.last_used_at IS NULL OR k.last_used_at < now() - interval '1 minute', "
-			 "coalesce(o.max_concurrent_requests, 0), coalesce(o.max_concurrent_streams, 0), "
-			 "coalesce(o.key_rate_per_s, -1), coalesce(o.key_burst, -1), coalesce(o.max_sandbox_execs, 0) "
-			 "FROM api_keys k JOIN orgs o ON o.id = k.org_id "
-			 "WHERE k.hash = $1::bytea AND k.revoked_at IS NULL",
-			 1, hash_hex) < 0)
+	if (sbx_db_query(&r->ctx->db, &res, err, SQL_AUTH_KEY, 1, hash_hex) < 0)
 		return -1;
 	if (PQntuples(res) != 1)
 		return sbx_err_set(err, 401, "unauthorized", "Invalid API key");

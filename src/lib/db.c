@@ -31,6 +31,7 @@ static int db_connect(sbx_db *db, sbx_err *err)
 		PQreset(db->conn);
 		if (PQstatus(db->conn) == CONNECTION_OK) {
 			log_info("reconnected to postgres");
+			db->sessions++;
 			return 0;
 		}
 		PQfinish(db->conn);
@@ -48,6 +49,7 @@ static int db_connect(sbx_db *db, sbx_err *err)
 		return sbx_err_set(err, 503, "db_unavailable", "postgres unreachable: %s", msg);
 	}
 	PQsetNoticeProcessor(db->conn, quiet_notice, NULL);
+	db->sessions++;
 	return 0;
 }
 
@@ -119,6 +121,15 @@ static const char *prepared_name(sbx_db *db, const char *sql, int n)
 	st->hash = h;
 	db->nstmts++;
 	return st->name;
+}
+
+int sbx_db_prepare(sbx_db *db, const char *sql, int n, sbx_err *err)
+{
+	if (db_connect(db, err) < 0)
+		return -1;
+	if (!prepared_name(db, sql, n))
+		return sbx_err_set(err, 500, "db", "cannot prepare: %s", PQerrorMessage(db->conn));
+	return 0;
 }
 
 /* After a schema change, a prepared statement whose result columns changed

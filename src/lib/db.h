@@ -26,6 +26,9 @@ typedef struct sbx_db {
 	unsigned next_stmt;
 	/* the connection was replaced since sbx_db_take_new_conn() last looked */
 	bool new_conn;
+	/* counts the sessions opened: a change says "a new session" to anyone
+	 * who keeps per-session state of their own */
+	unsigned sessions;
 	/* notifications on channels other than the one being waited for */
 	void (*on_notify)(void *arg, const char *channel, const char *payload);
 	void *on_notify_arg;
@@ -49,6 +52,10 @@ void sbx_db_drop(sbx_db *db);
  * SQLSTATE in err->code as "db:XXXXX". *res is set only on success. */
 int sbx_db_exec(sbx_db *db, PGresult **res, sbx_err *err, const char *sql, int n,
 		const char *const *params);
+/* Prepares sql on this connection without running it (what sbx_db_exec
+ * does the first time it meets a text): 0, or -1 when the server refused it
+ * or the table of prepared statements is full. */
+int sbx_db_prepare(sbx_db *db, const char *sql, int n, sbx_err *err);
 /* Runs sql1 and then sql2 in one round trip (pipeline mode; one after the
  * other inside a transaction). Both run even when the caller will not
  * want sql2's answer, so sql2 must be harmless to run: a read. Both

@@ -312,14 +312,7 @@ int sbx_sandbox_use(sbx_db *db, const char *id, const char *org, PGresult **res,
 {
 	*res = NULL;
 	/* one statement: look, and count this as activity when it can run */
-	return sbx_db_query(db, res, err,
-			    "WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "
-			    "coalesce(failure_reason, '') AS failure_reason, placement_id, one_shot FROM sandboxes "
-			    "  WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)), "
-			    "t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "
-			    "  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "
-			    "SELECT status, node_id, env::text, failure_reason, placement_id, one_shot FROM s",
-			    2, id, org);
+	return sbx_db_query(db, res, err, SBX_SQL_SANDBOX_USE, 2, id, org);
 }
 
 int sbx_sandbox_keepalive(sbx_db *db, const char *id, const char *org, const char *idle_s, sbx_err *err)

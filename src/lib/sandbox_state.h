@@ -123,6 +123,15 @@ int sbx_sandbox_one_shot_stopped(sbx_db *db, const char *id, sbx_err *err);
 int sbx_sandbox_keepalive(sbx_db *db, const char *id, const char *org, const char *idle_s, sbx_err *err);
 /* last_activity_at = now() (something ran in it). */
 int sbx_sandbox_touch(sbx_db *db, const char *id, sbx_err *err);
+/* sbx_sandbox_use's statement ($1 sandbox, $2 organisation or NULL): the
+ * API warms it on a new session (src/api/warm.c) */
+#define SBX_SQL_SANDBOX_USE                                                                                   \
+	"WITH s AS (SELECT id, status, coalesce(node_id, '') AS node_id, env, "                                   \
+	"coalesce(failure_reason, '') AS failure_reason, placement_id, one_shot FROM sandboxes "                  \
+	"  WHERE id = $1 AND ($2::text IS NULL OR org_id = $2)), "                                                \
+	"t AS (UPDATE sandboxes x SET last_activity_at = now() FROM s "                                           \
+	"  WHERE x.id = s.id AND s.status = 'ready' AND x.last_activity_at < now() - interval '1 second') "       \
+	"SELECT status, node_id, env::text, failure_reason, placement_id, one_shot FROM s"
 /* Looks a record up to run something in it, and counts that as activity
  * when it is ready (at most once a second). *res (the caller's) has 0 rows
  * or one: status, node_id ('' when none), env (json text), failure_reason

@@ -53,6 +53,21 @@ all_ok() {
 
 ok healthy "healthz 200 before"
 
+# named: the API children's open Postgres sessions (their TCP connections,
+# listed by ss) and how many of them say application_name sbx-api, which
+# only a child's warm-up of a new session sets (src/api/warm.c), as "N/M"
+named() {
+	local ports
+	ports=$(ss -tnpH state established "( dport = :$SBX_PG_PORT )" 2> /dev/null | grep '"sbx-api"' |
+		awk '{ n = split($3, a, ":"); print a[n] }' | paste -sd, -)
+	[ -n "$ports" ] || { echo "0/0"; return; }
+	echo "$(psql_q "SELECT count(*) FROM pg_stat_activity WHERE client_port IN ($ports) AND application_name = 'sbx-api'")/$(tr ',' '\n' <<< "$ports" | wc -l)"
+}
+whole() { [ "${1#*/}" -gt 0 ] && [ "${1%/*}" = "${1#*/}" ]; } # N/M: all of at least one
+warm_mark=$(log_mark)
+sessions=$(named)
+ok "whole '$sessions'" "every API child's session was warmed when it opened: $sessions named sbx-api"
+
 for part in postgres rabbitmq; do
 	T_SECTION=$part
 	if [ $part = postgres ]; then
@@ -99,6 +114,11 @@ for part in postgres rabbitmq; do
 		all_ok $mode /sandboxes
 		ok $? "[$mode] $nreq authenticated requests after $part came back: all 200"
 	done
+	if [ $part = postgres ]; then
+		# a child that reconnected warms the new session after its answer
+		sessions=$(named)
+		ok "whole '$sessions'" "the sessions the children opened again are warmed too: $sessions named sbx-api"
+	fi
 	if [ $part = rabbitmq ]; then
 		# Request/reply over RabbitMQ works again from every child (and the worker).
 		wait_until 60 eval 'REQ_AUTH= req fcgi GET "/healthz?workers=1"; [ "$STATUS" = 200 ]'
@@ -107,5 +127,8 @@ for part in postgres rabbitmq; do
 		ok $? "$nreq healthz?workers=1 after rabbitmq came back: all 200"
 	fi
 done
+T_SECTION=
+is "$(log_since "$warm_mark" | grep -c 'warming the Postgres session')" 0 \
+	"no warm-up of a session failed (a statement of src/api/sql.h the server refused)"
 
 finish
