@@ -23,6 +23,7 @@
 #define SB_BUCKETS 8192 /* sb_find's index (a power of 2) */
 #define LIVENESS_MS 2000
 #define PASS_SLOW_MS 100 /* a node pass that holds the loop this long is logged */
+#define LIVENESS_SLICE_MS 20 /* the longest a liveness pass holds the loop at a time */
 
 /* SB_POOL: a warm pool member, started and waiting for a create (pool.c);
  * SB_PAUSING/PAUSED/RESUMING: node_pause.c */
@@ -101,6 +102,14 @@ struct node {
 	struct op *ops;
 	char init_path[512];
 	long long next_liveness, next_orphans, next_guard;
+	/* a liveness pass in progress: the next slot to look at (0: none),
+	 * when the pass began, and how long its slices held the loop */
+	int live_cursor;
+	long long live_started, live_held;
+	/* the periodic pass under way: its next part (0: none), when it began,
+	 * how long its parts held the loop */
+	int pass_step;
+	long long pass_started, pass_held;
 	int sigfd;
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
@@ -214,7 +223,9 @@ void mark_failed(struct node *n, const char *sandbox_id, const char *why);
 /* The memory cgroup's OOM kill count, shown to the owner as oom_kills. */
 void record_oom(struct node *n, struct sb *s);
 /* Every sentry alive, every sbx-init answering (PING; SIGCONT, then failed). */
-void check_liveness(struct node *n);
+/* Looks at sandboxes for at most LIVENESS_SLICE_MS: true when the pass
+ * is complete, false when it stopped short (the caller comes back soon). */
+bool check_liveness(struct node *n);
 /* Everything on this node that no live record owns goes (at_start: after a
  * crash, before consuming). */
 void reap_orphans(struct node *n, bool at_start);
