@@ -389,34 +389,67 @@ static void sync_flush(struct egress_node *e, struct sync_item *it, size_t n)
 	free(all);
 }
 
+/* Does row i (placement_id, egress_mode, egress_allow::text first) name a
+ * policy other than the one in force? p: the record's, parsed. */
+static bool record_differs(struct egress_node *e, PGresult *r, int i, struct sbx_egress *p)
+{
+	struct eg_sb *s = find(e, PQgetvalue(r, i, 0));
+	cleanup_json json_t *allow = NULL;
+	sbx_err err = SBX_ERR_INIT;
+
+	if (s && s->pending)
+		return false;
+	allow = json_loads(PQgetvalue(r, i, 2), 0, NULL);
+	return sbx_egress_parse(PQgetvalue(r, i, 1), allow, p, &err) == 0 && !(s && same_policy(&s->p, p));
+}
+
 void egress_node_sync(struct egress_node *e, const char *node_id)
 {
-	cleanup_pgres PGresult *r = NULL;
+	cleanup_pgres PGresult *all = NULL, *r = NULL;
+	cleanup_free char *ids = NULL;
 	sbx_err err = SBX_ERR_INIT;
 	struct sync_item *it = NULL;
-	size_t n = 0;
+	static struct sbx_egress p;
+	size_t n = 0, len = 0;
 
+	/* Which records differ from what is in force, read without a lock:
+	 * locking every row (below) each pass wrote each of them (a row lock is
+	 * a write), a thousand every reaper_interval, with nothing to do */
+	if (sbx_db_query(e->db, &all, &err,
+			 "SELECT placement_id, egress_mode, egress_allow::text FROM sandboxes "
+			 "WHERE node_id = $1 AND status = 'ready'",
+			 1, node_id) < 0)
+		return;
+	for (int i = 0; i < PQntuples(all); i++) {
+		const char *id = PQgetvalue(all, i, 0);
+		char *grown;
+		if (!sbx_id_valid(id) || !record_differs(e, all, i, &p))
+			continue;
+		if (!(grown = realloc(ids, len + SBX_ID_LEN + 3))) {
+			log_warnx("egress from the records: out of memory");
+			return;
+		}
+		ids = grown;
+		len += (size_t)sprintf(ids + len, "%s%s", len ? "," : "{", id);
+	}
+	if (!len)
+		return;
+	strcpy(ids + len, "}");
+	/* those again, skipping rows a switch holds right now */
 	if (sbx_db_query(e->db, &r, &err,
 			 "SELECT placement_id, egress_mode, egress_allow::text, nomad_alloc_id IS NOT NULL, "
 			 "coalesce(egress_resolved, '{}')::text "
-			 "FROM sandboxes WHERE node_id = $1 AND status = 'ready' FOR SHARE SKIP LOCKED",
-			 1, node_id) < 0)
+			 "FROM sandboxes WHERE node_id = $1 AND status = 'ready' AND placement_id = ANY($2::bpchar[]) "
+			 "FOR SHARE SKIP LOCKED",
+			 2, node_id, ids) < 0)
 		return;
 	for (int i = 0; i < PQntuples(r); i++) {
 		const char *id = PQgetvalue(r, i, 0);
-		json_error_t jerr;
-		cleanup_json json_t *allow = NULL;
-		static struct sbx_egress p;
 		struct eg_sb *s = find(e, id);
 		char ip[16];
 		const char *at;
-		if (s && s->pending)
+		if (!record_differs(e, r, i, &p))
 			continue;
-		allow = json_loads(PQgetvalue(r, i, 2), 0, &jerr);
-		if (sbx_egress_parse(PQgetvalue(r, i, 1), allow, &p, &err) < 0 || (s && same_policy(&s->p, &p))) {
-			sbx_err_clear(&err);
-			continue;
-		}
 		at = ip_text(s, ip);
 		if (!at)
 			at = ip_of(e, id, ip);
