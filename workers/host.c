@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "clock.h"
+#include "hash.h"
 #include "host.h"
 #include "id.h"
 
@@ -98,15 +99,6 @@ void host_strv_free(char **v, size_t n)
 	free(v);
 }
 
-static size_t idset_hash(const char *id, size_t len)
-{
-	size_t h = 14695981039346656037u; /* FNV-1a */
-
-	for (size_t i = 0; i < len; i++)
-		h = (h ^ (unsigned char)id[i]) * 1099511628211u;
-	return h;
-}
-
 /* s->h at twice the ids it will hold, at least */
 static int idset_rehash(struct host_idset *s)
 {
@@ -118,7 +110,7 @@ static int idset_rehash(struct host_idset *s)
 	if (!(h = calloc(cap, sizeof(*h))))
 		return -1;
 	for (size_t i = 0; i < s->n; i++) {
-		size_t k = idset_hash(s->v[i], strlen(s->v[i])) & (cap - 1);
+		size_t k = sbx_hash_mem(s->v[i], strlen(s->v[i])) & (cap - 1);
 		while (h[k])
 			k = (k + 1) & (cap - 1);
 		h[k] = i + 1;
@@ -139,7 +131,7 @@ void host_idset_add(struct host_idset *s, const char *id, size_t len)
 		s->oom = true;
 		return;
 	}
-	for (k = idset_hash(id, len) & (s->hcap - 1); s->h[k]; k = (k + 1) & (s->hcap - 1))
+	for (k = sbx_hash_mem(id, len) & (s->hcap - 1); s->h[k]; k = (k + 1) & (s->hcap - 1))
 		if (strncmp(s->v[s->h[k] - 1], id, len) == 0)
 			return;
 	if (s->n == s->cap) {

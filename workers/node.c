@@ -27,6 +27,7 @@
 #include "daemon.h"
 #include "db.h"
 #include "driver.h"
+#include "hash.h"
 #include "egress.h"
 #include "execlog.h"
 #include "id.h"
@@ -47,11 +48,7 @@
 
 static unsigned sb_bucket(const char *id)
 {
-	uint32_t h = 2166136261u; /* FNV-1a */
-
-	for (; *id; id++)
-		h = (h ^ (uint8_t)*id) * 16777619u;
-	return h & (SB_BUCKETS - 1);
+	return sbx_hash_str(id) & (SB_BUCKETS - 1);
 }
 
 struct sb *sb_find(struct node *n, const char *id)

@@ -25,6 +25,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include "api.h"
+#include "hash.h"
 #include "log.h"
 
 #define NSLOTS 4096
@@ -71,18 +72,9 @@ static long long mono_us(void)
 	return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static unsigned hash(const char *s)
-{
-	unsigned h = 2166136261u; /* FNV-1a */
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 static struct bucket *find(const char *key, long long now)
 {
-	unsigned h = hash(key);
+	unsigned h = sbx_hash_str(key);
 	struct bucket *oldest = NULL;
 
 	for (int i = 0; i < PROBE; i++) {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "db.h"
+#include "hash.h"
 #include "log.h"
 
 static void quiet_notice(void *arg, const char *message)
@@ -82,21 +83,12 @@ int sbx_db_ensure(sbx_db *db, sbx_err *err)
 	return db_connect(db, err);
 }
 
-static unsigned sql_hash(const char *s)
-{
-	unsigned h = 2166136261u;
-
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 16777619u;
-	return h;
-}
-
 /* The name of sql prepared on this connection, preparing it first when it
  * is new; NULL when it cannot be (the table is full, or the server refused:
  * the caller then runs it unprepared and reports that error). */
 static const char *prepared_name(sbx_db *db, const char *sql, int n)
 {
-	unsigned h = sql_hash(sql);
+	unsigned h = sbx_hash_str(sql);
 	struct sbx_db_stmt *st;
 	PGresult *r;
 	int ok;

@@ -22,5 +22,5 @@ src_lib_libsbx_a_SOURCES = \
 	src/lib/daemon.c src/lib/daemon.h \
 	src/lib/router.c src/lib/router.h \
 	src/lib/frame.c src/lib/frame.h \
-	src/lib/chanauth.c src/lib/chanauth.h src/lib/blake2b.c src/lib/blake2b.h src/lib/hex.h \
+	src/lib/chanauth.c src/lib/chanauth.h src/lib/blake2b.c src/lib/blake2b.h src/lib/hex.h src/lib/hash.h \
 	src/lib/egress_policy.c src/lib/egress_policy.h
