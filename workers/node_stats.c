@@ -27,6 +27,7 @@
 #include <libpq-fe.h>
 #include "cleanup.h"
 #include "clock.h"
+#include "hash.h"
 #include "json.h"
 #include "log.h"
 #include "node_int.h"
@@ -249,15 +250,6 @@ struct series_index {
 	size_t cap;
 };
 
-static size_t id_hash(const char *id)
-{
-	size_t h = 1469598103934665603ULL;
-
-	for (; *id; id++)
-		h = (h ^ (unsigned char)*id) * 1099511628211ULL;
-	return h;
-}
-
 static void index_build(struct series_index *ix, struct node *n)
 {
 	size_t count = 0;
@@ -271,7 +263,7 @@ static void index_build(struct series_index *ix, struct node *n)
 	if (!ix->v)
 		return; /* index_find falls back to the list */
 	for (struct stats_series *se = n->stats; se; se = se->next) {
-		size_t i = id_hash(se->id) & (ix->cap - 1);
+		size_t i = sbx_hash_str(se->id) & (ix->cap - 1);
 
 		while (ix->v[i])
 			i = (i + 1) & (ix->cap - 1);
@@ -283,7 +275,7 @@ static struct stats_series *index_find(const struct series_index *ix, struct nod
 {
 	if (!ix->v)
 		return series_find(n, id);
-	for (size_t i = id_hash(id) & (ix->cap - 1); ix->v[i]; i = (i + 1) & (ix->cap - 1))
+	for (size_t i = sbx_hash_str(id) & (ix->cap - 1); ix->v[i]; i = (i + 1) & (ix->cap - 1))
 		if (!strcmp(ix->v[i]->id, id))
 			return ix->v[i];
 	return NULL;
