@@ -445,6 +445,29 @@ static void pass_part(struct node *n, int part, bool first, long long now)
 	}
 }
 
+/* A piece of a periodic pass ran from t0: said when it held the loop long
+ * (part: which, or NULL) */
+static void piece_ran(struct pass_clock *c, const char *pass, const char *part, long long t0)
+{
+	long long held = sbx_now_ms() - t0;
+
+	c->held += held;
+	if (held < PASS_SLOW_MS)
+		return;
+	if (part)
+		log_info("%s pass held the loop %lld ms (%s)", pass, held, part);
+	else
+		log_info("%s pass held the loop %lld ms", pass, held);
+}
+
+/* ...and the pass is whole: said when its pieces together took long */
+static void pass_ended(const struct pass_clock *c, const char *pass, const char *pieces)
+{
+	if (c->held >= PASS_SLOW_MS)
+		log_info("%s pass took %lld ms of the loop's time over %lld ms, in %s", pass, c->held,
+			 sbx_now_ms() - c->started, pieces);
+}
+
 /* The node's periodic pass, one part per turn of the loop, the loop's
  * events served between them (each part reads what it needs itself): with a
  * thousand sandboxes the parts together held the loop up to 560 ms
@@ -456,27 +479,37 @@ static bool node_pass_step(struct node *n, const sbx_config *cfg, long long now)
 	bool first = n->next_orphans == 0;
 
 	do {
-		long long t0 = sbx_now_ms(), held;
+		long long t0 = sbx_now_ms();
 		int part = n->pass_step;
 
-		if (part == 0) {
-			n->pass_started = t0;
-			n->pass_held = 0;
-		}
+		if (part == 0)
+			n->pass = (struct pass_clock){ t0, 0 };
 		pass_part(n, part, first, now);
-		held = sbx_now_ms() - t0;
-		n->pass_held += held;
-		/* the loop serves nothing else meanwhile: said when it is long */
-		if (held >= PASS_SLOW_MS)
-			log_info("node pass held the loop %lld ms (%s)", held, pass_parts[part]);
+		piece_ran(&n->pass, "node", pass_parts[part], t0);
 	} while (++n->pass_step < (int)SBX_ARRAY_LEN(pass_parts) && first);
 	if (n->pass_step < (int)SBX_ARRAY_LEN(pass_parts))
 		return true;
 	n->pass_step = 0;
-	if (n->pass_held >= PASS_SLOW_MS)
-		log_info("node pass took %lld ms of the loop's time over %lld ms, in parts", n->pass_held,
-			 sbx_now_ms() - n->pass_started);
+	pass_ended(&n->pass, "node", "parts");
 	n->next_orphans = now + sbx_cfg_int(cfg, "reaper_interval") * 1000;
+	return false;
+}
+
+/* The liveness pass, in slices (check_liveness). True while one is under
+ * way. */
+static bool liveness_step(struct node *n)
+{
+	long long t0 = sbx_now_ms();
+	bool done;
+
+	if (!n->live_cursor)
+		n->live = (struct pass_clock){ t0, 0 };
+	done = check_liveness(n);
+	piece_ran(&n->live, "liveness", NULL, t0);
+	if (!done)
+		return true;
+	pass_ended(&n->live, "liveness", "slices");
+	n->next_liveness = n->live.started + LIVENESS_MS;
 	return false;
 }
 
@@ -617,25 +650,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 			timeout = mq_retry_at > now ? (int)(mq_retry_at - now) : 0;
 		if ((n->pass_step || now >= n->next_orphans) && !sbx_child_stop && node_pass_step(n, cfg, now))
 			timeout = 0; /* the next part once what came meanwhile is served */
-		if (n->live_cursor || now >= n->next_liveness) {
-			long long t0 = sbx_now_ms();
-			bool done;
-
-			if (!n->live_cursor)
-				n->live_started = t0, n->live_held = 0;
-			done = check_liveness(n);
-			n->live_held += sbx_now_ms() - t0;
-			if (sbx_now_ms() - t0 >= PASS_SLOW_MS)
-				log_info("liveness pass held the loop %lld ms", sbx_now_ms() - t0);
-			if (done) {
-				if (n->live_held >= PASS_SLOW_MS)
-					log_info("liveness pass took %lld ms of the loop's time over %lld ms, in slices",
-						 n->live_held, sbx_now_ms() - n->live_started);
-				n->next_liveness = n->live_started + LIVENESS_MS;
-			} else {
-				timeout = 0; /* the rest once what came meanwhile is served */
-			}
-		}
+		if ((n->live_cursor || now >= n->next_liveness) && liveness_step(n))
+			timeout = 0; /* the rest once what came meanwhile is served */
 		if (mq_up && n->next_orphans)
 			pool_tick(n); /* after the first whole pass: our old members are gone */
 		idle_pass(n);

@@ -84,6 +84,12 @@ struct op {
 	int volume_gb;           /* OP_VOLUME_CREATE: its size */
 };
 
+/* A periodic pass that runs in pieces, the loop's events served between
+ * them (node.c): when it began, how long its pieces held the loop. */
+struct pass_clock {
+	long long started, held;
+};
+
 struct node {
 	const sbx_config *cfg;
 	const char *node_id;
@@ -102,14 +108,11 @@ struct node {
 	struct op *ops;
 	char init_path[512];
 	long long next_liveness, next_orphans, next_guard;
-	/* a liveness pass in progress: the next slot to look at (0: none),
-	 * when the pass began, and how long its slices held the loop */
+	/* a liveness pass in progress: the next slot to look at (0: none) */
 	int live_cursor;
-	long long live_started, live_held;
-	/* the periodic pass under way: its next part (0: none), when it began,
-	 * how long its parts held the loop */
+	/* the periodic pass under way: its next part (0: none) */
 	int pass_step;
-	long long pass_started, pass_held;
+	struct pass_clock live, pass;
 	int sigfd;
 	struct relay *relay; /* runtime relay: execs, files, procs (relay.c) */
 	char boot_id[SBX_ID_LEN + 1]; /* this life of the agent (node.started, app_id) */
