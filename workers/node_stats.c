@@ -283,13 +283,14 @@ static struct stats_series *index_find(const struct series_index *ix, struct nod
 
 void stats_pass(struct node *n)
 {
-	long long now = sbx_now_ms();
+	long long now = sbx_now_ms(), every;
 	struct series_index ix;
 
 	writer_pump(n); /* every turn: the answer of the batch in flight */
 	if (now < n->next_stats)
 		return;
 	n->next_stats = now + 1000;
+	every = sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
 	for (struct stats_series *se = n->stats; se; se = se->next)
 		se->seen = false;
 	/* series made in this pass are not in it: each placement is met once */
@@ -317,7 +318,7 @@ void stats_pass(struct node *n)
 		if (se && s->idle.frozen && se->frozen_read && se->fine.n) {
 			p = *ring_at(&se->fine, se->fine.n - 1);
 			p.t = wall_ms();
-			se->next_at = now + sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
+			se->next_at = now + every;
 			series_add(se, &p);
 			continue;
 		}
@@ -327,7 +328,7 @@ void stats_pass(struct node *n)
 		if (!se && !(se = series_new(n, s->id, s->sandbox_id)))
 			continue;
 		se->seen = true;
-		se->next_at = now + sbx_cfg_int(n->cfg, "stats_sample_interval") * 1000;
+		se->next_at = now + every;
 		se->frozen_read = s->idle.frozen;
 		series_rebase(se, &p, &u);
 		series_add(se, &p);
