@@ -79,16 +79,13 @@ static int child_run(const sbx_config *cfg, int index, void *unused)
 	struct api_ctx ctx = { .cfg = cfg };
 	sbx_err err = SBX_ERR_INIT;
 	FCGX_Request req;
-	unsigned warmed;
+	unsigned warmed = 0;
 
 	if (sbx_auth_init(&ctx.auth, sbx_cfg_str(cfg, "auth_secret"), &err) < 0)
 		fatalx("%s", err.msg);
 	/* neither being down is fatal: requests answer 503 and we reconnect */
 	if (sbx_db_open(&ctx.db, sbx_cfg_str(cfg, "db_url"), &err) < 0)
 		log_warnx("%s (will retry per request)", err.msg);
-	else
-		api_db_warm(&ctx);
-	warmed = ctx.db.sessions;
 	if (sbx_mq_open(&ctx.mq, sbx_cfg_str(cfg, "amqp_url"), &err) < 0)
 		log_warnx("%s (will retry per request)", err.msg);
 	if (FCGX_Init() != 0)
@@ -97,6 +94,13 @@ static int child_run(const sbx_config *cfg, int index, void *unused)
 		fatalx("FCGX_InitRequest failed");
 	log_debug("child %d ready", index);
 	while (!sbx_child_stop) {
+		/* a new Postgres session (the first, or one opened during the last
+		 * request: Postgres came back) is warmed before the next request,
+		 * not on its time */
+		if (ctx.db.sessions != warmed) {
+			api_db_warm(&ctx);
+			warmed = ctx.db.sessions;
+		}
 		/* a child keeps its turn from one short request to the next
 		 * (it stays hot); it waits for one again after a long request */
 		if (api_turn_take() < 0)
@@ -115,12 +119,6 @@ static int child_run(const sbx_config *cfg, int index, void *unused)
 		}
 		api_handle(&ctx, &req);
 		FCGX_Finish_r(&req);
-		/* a session opened during the request (Postgres came back):
-		 * warmed once the answer is out, not on the next request's time */
-		if (ctx.db.sessions != warmed) {
-			api_db_warm(&ctx);
-			warmed = ctx.db.sessions;
-		}
 	}
 	FCGX_Free(&req, 1);
 	sbx_db_close(&ctx.db);
