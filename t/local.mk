@@ -24,6 +24,7 @@ SBX_UNIT_TESTS = \
 	t/unit/nomad_net_test \
 	t/unit/docker_test \
 	t/unit/runsc_ids_test \
+	t/unit/cgwarm_test \
 	t/unit/cron_test
 
 check_PROGRAMS += $(SBX_UNIT_TESTS)
@@ -51,6 +52,9 @@ t_unit_idset_test_LDADD = $(SBX_NODE_LIBS)
 # runsc's containers under the node's --root, read from its files (libsbxnode)
 t_unit_runsc_ids_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
 t_unit_runsc_ids_test_LDADD = $(SBX_NODE_LIBS)
+# the start's cgroup warm-up thread (libsbxnode)
+t_unit_cgwarm_test_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/workers
+t_unit_cgwarm_test_LDADD = $(SBX_NODE_LIBS)
 
 # Run the unit tests under valgrind: a memory error or leak (exit 99) or a
 # failing test fails the target.

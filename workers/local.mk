@@ -7,7 +7,7 @@ workers_libsbxnode_a_SOURCES = \
 	workers/egress.c workers/egress.h \
 	workers/dns.c workers/dns.h \
 	workers/disk.c workers/disk.h \
-	workers/runsc.c workers/runsc.h \
+	workers/runsc.c workers/runsc.h workers/cgwarm.c workers/cgwarm.h \
 	workers/oci.c workers/oci.h \
 	workers/volume.c workers/volume.h \
 	workers/pause.c workers/snapshot.c \

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "cgwarm.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "err.h"
@@ -171,6 +172,7 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 	char ckpt[600], tmp[600];
 	sbx_err e2 = SBX_ERR_INIT;
 	long long deadline = sbx_now_ms() + RESUME_MS;
+	int rc;
 
 	if (!sbx_id_valid(id))
 		return sbx_err_set(err, 400, "sandbox", "bad sandbox id");
@@ -180,11 +182,17 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	if (!sandbox_paused(c, id))
 		return sbx_err_set(err, 409, "sandbox", "resume %s: no checkpoint on this node", id);
+	/* runsc's cgroup moves pass (cgwarm.c) */
+	cgwarm_begin();
 	/* whatever an interrupted resume left running goes first */
-	if (runsc_remove(c, &p, id, err) < 0)
+	if (runsc_remove(c, &p, id, err) < 0) {
+		cgwarm_end();
 		return sbx_err_ctx(err, "resume %s", id);
+	}
 	sandbox_fault_point(c, "resume-restore", id);
-	if (runsc_restore(c, &p, id, ckpt, deadline, err) < 0) {
+	rc = runsc_restore(c, &p, id, ckpt, deadline, err);
+	cgwarm_end();
+	if (rc < 0) {
 		sbx_err_ctx(err, "resume %s", id);
 		goto undo;
 	}

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "chanauth.h"
+#include "cgwarm.h"
 #include "cleanup.h"
 #include "clock.h"
 #include "disk.h"
@@ -618,6 +619,7 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	struct net_sandbox ns;
 	struct net_async na = NET_ASYNC_INIT;
 	struct step_clock k = { 0 };
+	bool warm = false;
 	long long deadline = sbx_now_ms() + (c->start_timeout_ms > 0 ? c->start_timeout_ms : DEFAULT_START_TIMEOUT_MS);
 	struct stat st;
 
@@ -655,6 +657,9 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	}
 
 	sandbox_fault_point(c, "start-dir", s->id);
+	/* runsc's cgroup moves pass while this start is under way (cgwarm.c) */
+	cgwarm_begin();
+	warm = true;
 	step_to(&k, "intent");
 	if (write_intent(c, s, &p, digest, err) < 0)
 		goto fail;
@@ -710,6 +715,8 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	step_to(&k, "runsc");
 	if (runsc_start(c, s, &p, deadline, err) < 0)
 		goto fail;
+	cgwarm_end();
+	warm = false;
 	sandbox_fault_point(c, "start-runsc", s->id);
 	step_to(&k, "sbx-init");
 	if (sandbox_has_init(c)) {
@@ -731,6 +738,8 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	return 0;
 
 fail:
+	if (warm)
+		cgwarm_end();
 	/* whatever the thread makes is made before teardown looks */
 	net_sandbox_create_end(&na, NULL, NULL);
 	explicit_bzero(key_hex, sizeof(key_hex));
