@@ -149,6 +149,26 @@ exec_req nginx '{"cmd":"cat /tmp/rnd","stream":true}'
 rt_body nginx
 rt_frames "$T/body" sse > "$T/frames" 2> /dev/null
 is "$(rt_collect "$T/frames" stdout | sha256sum | cut -d' ' -f1)" "$sum_in" "SSE: 1 MiB of random bytes byte-exact"
+# 0.7 MB of random text: every ASCII byte (controls, '"' and '\\' among
+# them: each escaped in the frame) and two- to four-byte characters, at any
+# offset; a stream's text frames are written without jansson (h_exec.c)
+sum_txt=$(rt_sh "$A" "python3 -c \"import random, sys; r = random.Random(7); a = [chr(c) for c in range(128)] + ['\\u00e9', '\\u20ac', '\\U0001F600']; sys.stdout.write(''.join(r.choice(a) for _ in range(700000)))\" > /tmp/txt && sha256sum < /tmp/txt | cut -d' ' -f1")
+like "$sum_txt" '^[0-9a-f]{64}$' "a random text file made inside"
+for fmt in sse ndjson; do
+	if [ $fmt = ndjson ]; then
+		exec_req nginx '{"cmd":"cat /tmp/txt","stream":true}' -H 'Accept: application/x-ndjson'
+	else
+		exec_req nginx '{"cmd":"cat /tmp/txt","stream":true}'
+	fi
+	rt_body nginx
+	rt_frames "$T/body" $fmt > "$T/frames" 2> /dev/null
+	is "$(grep -c '"encoding"' "$T/frames")|$(rt_collect "$T/frames" stdout | sha256sum | cut -d' ' -f1)" "0|$sum_txt" \
+		"$fmt: random text with every ASCII control, quote and backslash arrives as text, byte-exact"
+done
+exec_req nginx '{"cmd":"cat /tmp/txt"}'
+is "$(python3 -c 'import base64, json, sys; d = json.load(sys.stdin)["data"]; o = d["stdout"]
+sys.stdout.buffer.write(base64.b64decode(o) if d.get("stdout_encoding") == "base64" else o.encode())' <<< "$BODY" |
+	sha256sum | cut -d' ' -f1)" "$sum_txt" "JSON: the same text, byte-exact"
 
 # --- the JSON cap: 16 MiB per stream, truncated, the command killed
 # 40 MB: more than the credit granted before the kill (the cap + the 4 MiB
