@@ -13,16 +13,20 @@
  *
  * So a start keeps a writer going: a thread writes this process's id into
  * the cgroup.procs of the cgroup it already is in (a move that moves
- * nothing) every WARM_PERIOD_MS while a start is under way. Its first write
- * pays the grace period while the start makes its disk and network; runsc's
- * moves pass. A kernel mounted with favordynmods keeps the semaphore slow
+ * nothing) every WARM_PERIOD_MS while a start is under way. The node agent
+ * holds it from the moment it forks a start or a resume (node_op.c) until
+ * that process has answered; sandbox_start and sandbox_resume hold it
+ * themselves when they run in a process of their own making (a forked
+ * child of a holder has no thread, and its holds do nothing). Its first
+ * write pays the grace period while the start makes its disk and network;
+ * runsc's moves pass. A kernel mounted with favordynmods keeps the semaphore slow
  * for readers all the time: the writes are then cheap and pointless, not
  * wrong. The cost: a write holds the semaphore for a few microseconds, in
  * which no process on the machine forks or exits.
  *
  * The thread takes no lock that a forked child could need (no malloc, no
- * stdio, no logging): only its own mutex, a write and a timed wait; the
- * start process forks runsc while it runs. */
+ * stdio, no logging): only its own mutex, a write and a timed wait; its
+ * process forks while it runs. */
 #include "config.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -71,7 +75,9 @@ static int own_procs_file(char *out, size_t n)
 		}
 	}
 	fclose(f);
-	if (v1[0])
+	if (v1[0] && v1[strlen(v1) - 1] == '/')
+		snprintf(out, n, CG "/%scgroup.procs", v1);
+	else if (v1[0])
 		snprintf(out, n, CG "/%s/cgroup.procs", v1);
 	else if (v2[0] && access(CG "/cgroup.controllers", F_OK) == 0)
 		snprintf(out, n, CG "%s/cgroup.procs", strcmp(v2, "/") ? v2 : "");

@@ -82,6 +82,7 @@ struct op {
 	bool reaped;             /* its status came through the general reap */
 	int status;
 	int volume_gb;           /* OP_VOLUME_CREATE: its size */
+	bool warm;               /* holds the cgroup warm-up until it ends (cgwarm.c) */
 };
 
 /* A periodic pass that runs in pieces, the loop's events served between

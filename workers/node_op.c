@@ -21,6 +21,7 @@
 #include "reply.h"
 #include "sandbox.h"
 #include "volume.h"
+#include "cgwarm.h"
 #include "node_int.h"
 #include "nomad_vol.h"
 
@@ -32,14 +33,22 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	int p[2];
 	pid_t pid;
 	struct op *o;
+	bool warm = kind == OP_START || kind == OP_RESUME;
 
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		log_warn("pipe");
 		return -1;
 	}
+	/* runsc's cgroup moves pass (cgwarm.c): from here, not from the
+	 * child's first step, so that the grace period the warm-up's first
+	 * write waits for has passed by the time runsc moves */
+	if (warm)
+		cgwarm_begin();
 	pid = fork();
 	if (pid < 0) {
 		log_warn("fork");
+		if (warm)
+			cgwarm_end();
 		close(p[0]);
 		close(p[1]);
 		return -1;
@@ -100,9 +109,12 @@ static int op_spawn(struct node *n, enum op_kind kind, const char *id, const str
 	close(p[1]);
 	o = calloc(1, sizeof(*o));
 	if (!o) {
+		if (warm)
+			cgwarm_end();
 		close(p[0]);
 		return -1; /* the child finishes; the orphan pass settles it */
 	}
+	o->warm = warm;
 	o->kind = kind;
 	o->pool = pool;
 	o->volume_gb = volume_gb;
@@ -286,6 +298,8 @@ void node_op_read(struct node *n, struct op *o)
 			*pp = o->next;
 			break;
 		}
+	if (o->warm)
+		cgwarm_end();
 	op_done(n, o);
 	free(o);
 }
