@@ -642,8 +642,12 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
 			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s,
 			 c.from_snapshot, c.snapshot_frequency) < 0 ||
-	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit(&r->ctx->db, &err) < 0)
+	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit_lazy(&r->ctx->db, &err) < 0)
 		goto fail;
+	/* Committed without waiting for the disk (~1 ms): the record is
+	 * durable before any answer says it exists, since the provisioner's
+	 * `ready` (or our `failed`) commits after it, synchronously. Lost in a
+	 * crash before that, its sandbox is an orphan the node's reaper ends. */
 	log_info("sandbox %s: starting (template %s, %lld MB)", id, c.template, c.memory);
 
 	/* ask a provisioner; whatever happens, the record does not stay 'starting' */

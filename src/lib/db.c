@@ -319,6 +319,27 @@ int sbx_db_commit(sbx_db *db, sbx_err *err)
 	return sbx_db_exec(db, NULL, err, "COMMIT", 0, NULL);
 }
 
+int sbx_db_commit_lazy(sbx_db *db, sbx_err *err)
+{
+	PGresult *r;
+
+	if (!db->conn || PQstatus(db->conn) != CONNECTION_OK)
+		return sbx_err_set(err, 503, "db_unavailable", "postgres connection lost");
+	/* one round trip; an aborted transaction's COMMIT says ROLLBACK */
+	r = PQexec(db->conn, "SET LOCAL synchronous_commit TO off; COMMIT");
+	if (!r || PQresultStatus(r) != PGRES_COMMAND_OK || strcmp(PQcmdStatus(r), "COMMIT")) {
+		if (r && PQresultStatus(r) == PGRES_COMMAND_OK)
+			sbx_err_set(err, 500, "db_error", "the transaction was rolled back");
+		else
+			set_error(db, r, err);
+		if (r)
+			PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
 void sbx_db_rollback(sbx_db *db)
 {
 	if (db->conn && PQstatus(db->conn) == CONNECTION_OK &&

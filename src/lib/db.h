@@ -72,6 +72,10 @@ int sbx_db_vparams(const char **params, int n, va_list ap, sbx_err *err);
 int sbx_db_ping(sbx_db *db, sbx_err *err);
 int sbx_db_begin(sbx_db *db, sbx_err *err);
 int sbx_db_commit(sbx_db *db, sbx_err *err);
+/* COMMIT without waiting for the WAL to reach the disk (synchronous_commit
+ * off for this transaction only), for a write a later synchronous commit
+ * makes durable anyway: the WAL is one stream, flushed in order. */
+int sbx_db_commit_lazy(sbx_db *db, sbx_err *err);
 void sbx_db_rollback(sbx_db *db);
 /* LISTEN on a channel (a fixed identifier, never input). */
 int sbx_db_listen(sbx_db *db, const char *channel, sbx_err *err);
