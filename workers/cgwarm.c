@@ -45,7 +45,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static int holds;
-static bool started, off;
+static bool started, off, parked;
 static int fd = -1, write_errno;
 static char pid_s[24];
 static size_t pid_len;
@@ -92,6 +92,8 @@ static void *warm_run(void *arg)
 {
 	(void)arg;
 	pthread_mutex_lock(&mu);
+	parked = true;
+	pthread_cond_broadcast(&cv);
 	for (;;) {
 		struct timespec ts;
 
@@ -147,9 +149,21 @@ static bool warm_start(void)
 		return false;
 	}
 	pthread_detach(th);
+	/* back only once the thread waits on its own mutex: whatever its
+	 * start does in the C library (or a sanitizer's runtime) is done
+	 * before this process forks again */
+	pthread_mutex_lock(&mu);
+	while (!parked)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
 	started = true;
 	off = false;
 	return true;
+}
+
+void cgwarm_init(void)
+{
+	(void)warm_start();
 }
 
 void cgwarm_begin(void)

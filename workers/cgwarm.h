@@ -7,6 +7,9 @@
  * cgroup cannot be written, starts take as long as they did and end says
  * why once. Calls nest. */
 void cgwarm_begin(void);
+/* The thread, now (else at the first begin): a daemon that forks calls it
+ * before it forks anything. */
+void cgwarm_init(void);
 void cgwarm_end(void);
 
 #endif

@@ -42,6 +42,7 @@
 #include "sandbox.h"
 #include "sandbox_state.h"
 #include "volume.h"
+#include "cgwarm.h"
 #include "node_int.h"
 #include "nomad_net.h"
 #include "nomad_vol.h"
@@ -524,6 +525,8 @@ int node_run(const sbx_config *cfg, int index, void *ctx)
 
 	(void)ctx;
 	memset(n, 0, sizeof(*n));
+	/* its thread before anything is forked (cgwarm.c) */
+	cgwarm_init();
 	n->mq_wfd = -1;
 	n->cfg = cfg;
 	n->node_id = worker_node_id(cfg);
