@@ -5,7 +5,8 @@
 EXTRA_DIST += fuzz/corpus fuzz/router.dict fuzz/json.dict
 if FUZZING
 FUZZ_TARGETS = fuzz/fuzz_json_body fuzz/fuzz_router fuzz/fuzz_query fuzz/fuzz_config fuzz/fuzz_frame \
-	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni fuzz/fuzz_chanhs fuzz/fuzz_docker
+	fuzz/fuzz_egress fuzz/fuzz_nomad fuzz/fuzz_cron fuzz/fuzz_cni fuzz/fuzz_chanhs fuzz/fuzz_docker \
+	fuzz/fuzz_json_escape
 noinst_PROGRAMS += $(FUZZ_TARGETS)
 
 # the API's own body tables (src/api/bodies.c), so it checks exactly the API's rules
@@ -30,6 +31,12 @@ fuzz_fuzz_config_SOURCES = fuzz/fuzz_config.c src/lib/settings.c src/lib/log.c s
 fuzz_fuzz_config_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_config_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
 fuzz_fuzz_config_LDADD = $(SBX_LIBS)
+
+# the JSON text of a sandbox's streamed output, against jansson
+fuzz_fuzz_json_escape_SOURCES = fuzz/fuzz_json_escape.c src/lib/json.c src/lib/err.c
+fuzz_fuzz_json_escape_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_json_escape_LDFLAGS = $(AM_LDFLAGS) $(FUZZ_FLAGS)
+fuzz_fuzz_json_escape_LDADD = $(SBX_LIBS)
 
 fuzz_fuzz_frame_SOURCES = fuzz/fuzz_frame.c src/lib/frame.c src/lib/err.c
 fuzz_fuzz_frame_CFLAGS = $(AM_CFLAGS) $(FUZZ_FLAGS)

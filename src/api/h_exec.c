@@ -43,7 +43,8 @@ static void buf_free(struct buf *b)
 	b->len = b->cap = 0;
 }
 
-static int buf_add(struct buf *b, const char *d, size_t n)
+/* Room for n more bytes and a NUL. */
+static int buf_reserve(struct buf *b, size_t n)
 {
 	if (b->len + n + 1 > b->cap) {
 		size_t nc = b->cap ? b->cap : 4096;
@@ -56,6 +57,13 @@ static int buf_add(struct buf *b, const char *d, size_t n)
 		b->p = np;
 		b->cap = nc;
 	}
+	return 0;
+}
+
+static int buf_add(struct buf *b, const char *d, size_t n)
+{
+	if (buf_reserve(b, n) < 0)
+		return -1;
 	memcpy(b->p + b->len, d, n);
 	b->len += n;
 	b->p[b->len] = 0;
@@ -255,67 +263,16 @@ static bool emit(struct exec_run *x, json_t *frame /* stolen */)
 	return FCGX_FFlush(x->r->fcgx->out) == 0 && !FCGX_GetError(x->r->fcgx->out);
 }
 
-/* Whether one of the eight bytes at p is below 0x20, '"' or '\\' (a
- * word's byte b is flagged by (b - k) & ~b & 0x80 when b < k, and by the
- * same test for 1 on b ^ c when b == c). */
-static inline bool word_needs_escape(const char *p)
-{
-	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
-	uint64_t w, q, s;
-
-	memcpy(&w, p, 8);
-	q = w ^ (ones * '"');
-	s = w ^ (ones * '\\');
-	return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs;
-}
-
 /* Appends d[0..n) as the inside of a JSON string, escaped as jansson's
- * JSON_COMPACT dump does (the bytes are valid UTF-8). */
+ * JSON_COMPACT dump does (the bytes are valid UTF-8): sbx_json_escape
+ * writes straight into the buffer, grown first to the most it can take. */
 static int buf_add_escaped(struct buf *b, const char *d, size_t n)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	size_t run = 0, i = 0;
-
-	while (i < n) {
-		size_t end;
-
-		/* output mostly needs no escape: eight bytes a step while none
-		 * of them is a control character, '"' or '\\'; a word with
-		 * one is gone through byte by byte */
-		if (i + 8 <= n && !word_needs_escape(d + i)) {
-			i += 8;
-			continue;
-		}
-		for (end = i + 8 <= n ? i + 8 : n; i < end; i++) {
-			unsigned char c = (unsigned char)d[i];
-			char e[6];
-			size_t el = 2;
-
-			if (c >= 0x20 && c != '"' && c != '\\')
-				continue;
-			if (buf_add(b, d + run, i - run) < 0)
-				return -1;
-			run = i + 1;
-			e[0] = '\\';
-			switch (c) {
-			case '"': e[1] = '"'; break;
-			case '\\': e[1] = '\\'; break;
-			case '\b': e[1] = 'b'; break;
-			case '\f': e[1] = 'f'; break;
-			case '\n': e[1] = 'n'; break;
-			case '\r': e[1] = 'r'; break;
-			case '\t': e[1] = 't'; break;
-			default:
-				memcpy(e + 1, "u00", 3);
-				e[4] = hex[c >> 4];
-				e[5] = hex[c & 15];
-				el = 6;
-			}
-			if (buf_add(b, e, el) < 0)
-				return -1;
-		}
-	}
-	return buf_add(b, d + run, n - run);
+	if (n > (SIZE_MAX / 2 - b->len) / 6 || buf_reserve(b, 6 * n) < 0)
+		return -1;
+	b->len += sbx_json_escape(b->p + b->len, d, n);
+	b->p[b->len] = 0;
+	return 0;
 }
 
 /* One stdout/stderr frame, written without building a JSON tree (the

@@ -1,6 +1,66 @@
 #include "config.h"
+#include <stdint.h>
 #include <string.h>
 #include "json.h"
+
+/* Whether one of the eight bytes at p is below 0x20, '"' or '\\' (a
+ * word's byte b is flagged by (b - k) & ~b & 0x80 when b < k, and by the
+ * same test for 1 on b ^ c when b == c; a byte at or above k never borrows,
+ * so no byte is flagged when none matches). */
+static inline bool word_needs_escape(const char *p)
+{
+	const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+	uint64_t w, q, s;
+
+	memcpy(&w, p, 8);
+	q = w ^ (ones * '"');
+	s = w ^ (ones * '\\');
+	return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((s - ones) & ~s)) & highs;
+}
+
+size_t sbx_json_escape(char *out, const char *d, size_t n)
+{
+	static const char hex[] = "0123456789ABCDEF";
+	char *o = out;
+	size_t i = 0;
+
+	while (i < n) {
+		size_t end;
+
+		/* output mostly needs no escape: eight bytes a step while none
+		 * of them does; a word with one goes byte by byte */
+		if (i + 8 <= n && !word_needs_escape(d + i)) {
+			memcpy(o, d + i, 8);
+			o += 8;
+			i += 8;
+			continue;
+		}
+		for (end = i + 8 <= n ? i + 8 : n; i < end; i++) {
+			unsigned char c = (unsigned char)d[i];
+
+			if (c >= 0x20 && c != '"' && c != '\\') {
+				*o++ = (char)c;
+				continue;
+			}
+			*o++ = '\\';
+			switch (c) {
+			case '"': *o++ = '"'; break;
+			case '\\': *o++ = '\\'; break;
+			case '\b': *o++ = 'b'; break;
+			case '\f': *o++ = 'f'; break;
+			case '\n': *o++ = 'n'; break;
+			case '\r': *o++ = 'r'; break;
+			case '\t': *o++ = 't'; break;
+			default:
+				memcpy(o, "u00", 3);
+				o[3] = hex[c >> 4];
+				o[4] = hex[c & 15];
+				o += 5;
+			}
+		}
+	}
+	return (size_t)(o - out);
+}
 
 int sbx_json_depth(const char *buf, size_t len, int limit)
 {

@@ -11,6 +11,12 @@
 static inline void sbx_json_decrefp(json_t **j) { if (*j) json_decref(*j); }
 #define cleanup_json __attribute__((cleanup(sbx_json_decrefp)))
 
+/* The inside of a JSON string for d[0..n), valid UTF-8, as jansson's
+ * JSON_COMPACT dump writes it ('"', '\\' and the controls escaped, the rest
+ * as it is), written to out, which has room for 6 * n bytes: its length.
+ * A sandbox's streamed output goes through it (src/api/h_exec.c). */
+size_t sbx_json_escape(char *out, const char *d, size_t n);
+
 /* Depth of the deepest nesting in buf (strings skipped), or -1 past `limit`. */
 int sbx_json_depth(const char *buf, size_t len, int limit);
 

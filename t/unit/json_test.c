@@ -256,5 +256,44 @@ int main(void)
 		ok(!sbx_json_bool(o, "n", false), "sbx_json_bool treats null as absent");
 		json_decref(o);
 	}
+	/* sbx_json_escape: the same bytes as jansson's compact dump, for
+	 * strings of every length to 40 and random ones of ASCII (controls,
+	 * '"' and '\\' dense), two-, three- and four-byte characters */
+	{
+		static const char *const multi[] = { "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80" };
+		unsigned seed = 12345;
+		int bad = 0, cases = 0;
+		char in[600], out[6 * sizeof(in)];
+
+		for (int k = 0; k < 3000; k++) {
+			size_t m_len = 0, want = k < 400 ? (size_t)(k % 41) : (size_t)(k % 97) * 5;
+			json_t *j;
+			char *dump;
+			size_t len;
+
+			while (m_len < want && m_len + 4 < sizeof(in)) {
+				seed = seed * 1103515245u + 12345u;
+				unsigned r = (seed >> 16) & 0x7fff;
+				if (r % 7 == 0) {
+					const char *m = multi[r % 3];
+					memcpy(in + m_len, m, strlen(m));
+					m_len += strlen(m);
+				} else {
+					in[m_len++] = (char)(r % 3 == 0 ? r % 0x20 : r % 5 == 0 ? '"' : r % 11 == 0 ? '\\' : 0x20 + r % 0x5f);
+				}
+			}
+			j = json_stringn(in, m_len);
+			dump = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+			len = sbx_json_escape(out, in, m_len);
+			cases++;
+			if (!dump || strlen(dump) != len + 2 || memcmp(dump + 1, out, len))
+				bad++;
+			free(dump);
+			json_decref(j);
+		}
+		is_int(bad, 0, "sbx_json_escape writes what jansson writes (%d strings, controls, quotes, backslashes, UTF-8)",
+		       cases);
+		is_int((long long)sbx_json_escape(out, "", 0), 0, "sbx_json_escape of nothing is nothing");
+	}
 	return done_testing();
 }
