@@ -182,7 +182,8 @@ int sandbox_resume(const struct sandbox_node_cfg *c, const char *id, sbx_err *er
 	ckpt_paths(&p, ckpt, tmp, sizeof(ckpt));
 	if (!sandbox_paused(c, id))
 		return sbx_err_set(err, 409, "sandbox", "resume %s: no checkpoint on this node", id);
-	/* runsc's cgroup moves pass (cgwarm.c) */
+	/* runsc's cgroup moves pass (cgwarm.c; held by the node agent when
+	 * it forked this resume) */
 	cgwarm_begin();
 	/* whatever an interrupted resume left running goes first */
 	if (runsc_remove(c, &p, id, err) < 0) {

@@ -657,7 +657,8 @@ int sandbox_start(const struct sandbox_node_cfg *c, const struct sandbox_spec *s
 	}
 
 	sandbox_fault_point(c, "start-dir", s->id);
-	/* runsc's cgroup moves pass while this start is under way (cgwarm.c) */
+	/* runsc's cgroup moves pass while this start is under way (cgwarm.c;
+	 * nothing to do in a start the node agent forked: it holds it) */
 	cgwarm_begin();
 	warm = true;
 	step_to(&k, "intent");
