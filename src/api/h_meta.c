@@ -204,7 +204,8 @@ int api_template_lookup(struct api_req *r, const char *name, char *out, size_t o
 {
 	cleanup_pgres PGresult *res = NULL;
 
-	if (sbx_db_query(&r->ctx->db, &res, err, SQL_TEMPLATE_LOOKUP, 2, sbx_cfg_str(r->ctx->cfg, "default_template"), name) < 0)
+	if (sbx_db_query(&r->ctx->db, &res, err, SQL_TEMPLATE_LOOKUP, 2, sbx_cfg_str(r->ctx->cfg, "default_template"),
+			 name) < 0)
 		return -1;
 	if (PQgetisnull(res, 0, 0))
 		return sbx_err_set(err, 400, "unknown_template", "Unknown template '%.64s'. Available: %s", name,

@@ -19,10 +19,7 @@
 #include "usage.h"
 #include "volumes.h"
 
-/* The public Sandbox object of row ALIAS in SQL: the record's JSON, the
- * region object (REGION: a parameter, api_region_json as text) and the
- * default snapshot_mode, as api_sandbox_public adds them in C. */
-/* The region object as JSON text, the parameter SANDBOX_PUBLIC_SQL takes;
+/* The region object as JSON text, the parameter SANDBOX_PUBLIC_SQL takes (sql.h);
  * NULL with a 500 in err when out of memory. */
 static char *region_text(struct api_req *r, sbx_err *err)
 {
@@ -638,10 +635,10 @@ static void create(struct api_req *r, char leased[SBX_ID_LEN + 1])
 		if (held)
 			snprintf(leased, SBX_ID_LEN + 1, "%s", id);
 	}
-	if (sbx_db_query(&r->ctx->db, NULL, &err, SQL_CREATE_INSERT, 22, id, r->org.org_id, c.name, c.template, c.region, cpu, mem, disk,
-			 c.auto_destroy ? "true" : "false", c.destroy_timeout, c.one_shot ? "true" : "false", env_s,
-			 meta_s, idle, life, r->request_id, c.environment, c.snapshot_mode, c.egress_mode, allow_s,
-			 c.from_snapshot, c.snapshot_frequency) < 0 ||
+	if (sbx_db_query(&r->ctx->db, NULL, &err, SQL_CREATE_INSERT, 22, id, r->org.org_id, c.name, c.template,
+			 c.region, cpu, mem, disk, c.auto_destroy ? "true" : "false", c.destroy_timeout,
+			 c.one_shot ? "true" : "false", env_s, meta_s, idle, life, r->request_id, c.environment,
+			 c.snapshot_mode, c.egress_mode, allow_s, c.from_snapshot, c.snapshot_frequency) < 0 ||
 	    attach_volume(r, &c, id, &err) < 0 || sbx_db_commit_lazy(&r->ctx->db, &err) < 0)
 		goto fail;
 	/* Committed without waiting for the disk (~1 ms): the record is

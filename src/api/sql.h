@@ -14,8 +14,10 @@
 	"FROM api_keys k JOIN orgs o ON o.id = k.org_id "                                                 \
 	"WHERE k.hash = $1::bytea AND k.revoked_at IS NULL"
 
-/* The record's JSON with what api_sandbox_public adds (h_sandboxes.c),
- * done in the query; region is the parameter holding the region object */
+/* The public Sandbox object of row ALIAS in SQL: the record's JSON, the
+ * region object (REGION: a parameter, api_region_json as text) and the
+ * default snapshot_mode, as api_sandbox_public adds them in C
+ * (h_sandboxes.c). */
 #define SANDBOX_PUBLIC_SQL(alias, region)                                                        \
 	"(sbx_sandbox_json(" alias ") || jsonb_build_object('region', " region "::jsonb, "        \
 	"'snapshot_mode', coalesce(" alias ".snapshot_mode, 'manual')))"

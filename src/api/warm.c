@@ -5,11 +5,11 @@
  * each of them cold: in the first bench/create-latency run after a reload
  * a create spent 16-19 ms in the API and the messages beside the node's
  * start, 11-12 in the next run (p50 of 40). So a child warms its session
- * before it takes a
- * request: the statements of the commonest requests (sql.h) are prepared,
- * and those that only read are run once with values that match no row
- * (their plan made, their tables' catalog loaded). Nothing is written: the
- * one statement that could (an exec's) matches no row. */
+ * before it takes a request: the statements of the commonest requests
+ * (sql.h) are prepared, and those that only read are run once with values
+ * that match no row (their plan made, their tables' catalog loaded).
+ * Nothing is written: the one statement that could (an exec's) matches no
+ * row. */
 #include "config.h"
 #include "api.h"
 #include "cleanup.h"
