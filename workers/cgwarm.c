@@ -45,7 +45,7 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv;
 static int holds;
-static bool started, off, parked;
+static bool tried, started, parked; /* started: the thread runs */
 static int fd = -1, write_errno;
 static char pid_s[24];
 static size_t pid_len;
@@ -124,9 +124,9 @@ static bool warm_start(void)
 	pthread_condattr_t ca;
 	pthread_t th;
 
-	if (started || off)
+	if (tried)
 		return started;
-	off = true;
+	tried = true;
 	if (own_procs_file(path, sizeof(path)) < 0) {
 		log_info("cgroup warm-up off: no cgroup of this process found in /proc/self/cgroup");
 		return false;
@@ -157,7 +157,6 @@ static bool warm_start(void)
 		pthread_cond_wait(&cv, &mu);
 	pthread_mutex_unlock(&mu);
 	started = true;
-	off = false;
 	return true;
 }
 
