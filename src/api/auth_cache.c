@@ -36,6 +36,7 @@ static struct entry {
 } cache[CACHE_SLOTS];
 
 static bool listening;
+static unsigned listen_session; /* the session (sbx_db.sessions) the LISTEN was made on */
 
 static void flush(void)
 {
@@ -62,10 +63,10 @@ static bool usable(struct api_ctx *ctx)
 	if (sbx_db_ensure(db, &err) < 0)
 		return false;
 	db->on_notify = on_notify;
-	if (db->new_conn || !listening) {
+	if (!listening || listen_session != db->sessions) {
 		/* what was announced while we were not listening is lost */
 		flush();
-		db->new_conn = false;
+		listen_session = db->sessions;
 		listening = sbx_db_listen(db, "sbx_auth", &err) == 0;
 		if (!listening)
 			log_warnx("cannot LISTEN sbx_auth (%s): keys are looked up on every request", err.msg);
@@ -100,7 +101,7 @@ void api_auth_cache_put(struct api_ctx *ctx, const unsigned char hash[SBX_KEY_HA
 	long long ttl = sbx_cfg_int(ctx->cfg, "api_auth_cache_seconds") * 1000, now = sbx_now_ms();
 	struct entry *victim = NULL;
 
-	if (ttl <= 0 || !listening || ctx->db.new_conn)
+	if (ttl <= 0 || !listening || ctx->db.sessions != listen_session)
 		return;
 	for (int i = 0; i < CACHE_SLOTS; i++) {
 		struct entry *e = &cache[i];

@@ -27,7 +27,6 @@ static int db_connect(sbx_db *db, sbx_err *err)
 	if (db->conn && PQstatus(db->conn) == CONNECTION_OK)
 		return 0;
 	forget_prepared(db);
-	db->new_conn = true;
 	if (db->conn) {
 		PQreset(db->conn);
 		if (PQstatus(db->conn) == CONNECTION_OK) {

@@ -24,10 +24,9 @@ typedef struct sbx_db {
 	struct sbx_db_stmt stmts[SBX_DB_MAX_PREPARED];
 	int nstmts;
 	unsigned next_stmt;
-	/* the connection was replaced since sbx_db_take_new_conn() last looked */
-	bool new_conn;
 	/* counts the sessions opened: a change says "a new session" to anyone
-	 * who keeps per-session state of their own */
+	 * who keeps per-session state of their own (the API's warm-up, its
+	 * LISTEN for the key cache) */
 	unsigned sessions;
 	/* notifications on channels other than the one being waited for */
 	void (*on_notify)(void *arg, const char *channel, const char *payload);
