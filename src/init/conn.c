@@ -27,6 +27,13 @@ size_t buf_pending(const struct buf *b)
 	return b->len - b->off;
 }
 
+size_t buf_room(struct buf *b)
+{
+	if (b->off && b->off == b->len)
+		b->off = b->len = 0;
+	return b->cap - b->len;
+}
+
 /* Room for n more bytes at p + len; compacts first. Returns -1 on ENOMEM. */
 int buf_reserve(struct buf *b, size_t n)
 {

@@ -37,7 +37,7 @@
  * 2 stderr), u32 length (big-endian, > 0), the bytes. */
 #define LOG_REC_HDR 5
 
-enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_TIMER, W_CHANDIR };
+enum wkind { W_LISTEN, W_SIGNAL, W_CONN, W_OUT, W_ERR, W_IN, W_CHANDIR };
 
 struct watch {
 	enum wkind kind;
@@ -70,13 +70,14 @@ struct proc {
 	pid_t pid;
 	int background, done;
 	int pty;     /* on a pseudo-terminal: fd_out is its master, fd_err -1 */
-	int fd_out, fd_err, fd_in, fd_timer;
-	struct watch w_out, w_err, w_in, w_timer;
+	int fd_out, fd_err, fd_in;
+	struct watch w_out, w_err, w_in;
 	int armed_out, armed_err, armed_in;
 	uint64_t credit;
 	struct buf stdin_buf;
 	int stdin_close; /* close stdin once stdin_buf is written */
 	int exited, status, timed_out;
+	int64_t deadline_us; /* its timeout (mono_us; 0: none), proc_timers */
 	size_t drained;
 	int64_t last_read_us, hold_until; /* output coalescing (proc.c, HOLD_US) */
 	/* background only */
@@ -136,6 +137,8 @@ extern struct conn *conns;
 extern uint8_t chan_key[SBX_CHAN_KEY_LEN];
 extern char chan_id[SBX_CHAN_ID_MAX + 1];
 size_t buf_pending(const struct buf *b);
+/* Free bytes at p + len without growing (compacts an emptied buffer). */
+size_t buf_room(struct buf *b);
 int buf_reserve(struct buf *b, size_t n);
 void buf_free(struct buf *b);
 void conn_kill(struct conn *c, const char *why);
@@ -170,8 +173,7 @@ int proc_pipes(int pin[2], int pout[2], int perr[2]);
 void proc_pipes_close(int pin[2], int pout[2], int perr[2]);
 pid_t proc_spawn(const struct sbx_exec_req *req, char **env, int in, int out, int err, int tty,
 		 struct child_err *ce);
-void proc_timeout(struct proc *p);
-int proc_unhold(void);
+int proc_timers(void);
 /* A pty process's terminal size: 0 or an errno (ENOTTY: no terminal). */
 int proc_resize(struct proc *p, uint16_t cols, uint16_t rows);
 void on_presize(struct conn *c, uint32_t stream, uint32_t pid, uint16_t cols, uint16_t rows);

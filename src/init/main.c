@@ -136,7 +136,6 @@ static void reap(void)
 			if (p->pid == pid && !p->exited) {
 				p->exited = 1;
 				p->status = status;
-				close_watched(&p->fd_timer, NULL);
 				proc_service(p);
 				break;
 			}
@@ -201,35 +200,45 @@ static void collect(void)
 static void chan_quiesce(void);
 static void chan_wake(void);
 
+static void on_one_signal(const struct signalfd_siginfo *si)
+{
+	if (si->ssi_signo == SIGCHLD)
+		return;
+	/* the node agent's pause (runsc kill): gVisor cannot checkpoint a
+	 * socket bound to the host, so the channel goes before the checkpoint
+	 * and comes back after the restore */
+	if (si->ssi_signo == SIGUSR1) {
+		chan_quiesce();
+		return;
+	}
+	if (si->ssi_signo == SIGUSR2) {
+		chan_wake();
+		return;
+	}
+	if (is_pid1) {
+		/* PID 1 lives as long as its sandbox: runsc ends it */
+		logmsg("ignoring signal %u", si->ssi_signo);
+		return;
+	}
+	logmsg("signal %u: stopping", si->ssi_signo);
+	for (struct proc *p = procs; p; p = p->next)
+		if (!p->exited)
+			kill(-p->pid, SIGKILL);
+	exit(0);
+}
+
 static void on_signal(int sfd)
 {
-	struct signalfd_siginfo si;
+	/* a batch a read: a second read only to learn that there is no more
+	 * would cost a trap into gVisor on every exec's way to EXIT */
+	struct signalfd_siginfo si[8];
+	ssize_t r;
 
-	while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-		if (si.ssi_signo == SIGCHLD)
-			continue;
-		/* the node agent's pause (runsc kill): gVisor cannot checkpoint a
-		 * socket bound to the host, so the channel goes before the
-		 * checkpoint and comes back after the restore */
-		if (si.ssi_signo == SIGUSR1) {
-			chan_quiesce();
-			continue;
-		}
-		if (si.ssi_signo == SIGUSR2) {
-			chan_wake();
-			continue;
-		}
-		if (is_pid1) {
-			/* PID 1 lives as long as its sandbox: runsc ends it */
-			logmsg("ignoring signal %u", si.ssi_signo);
-			continue;
-		}
-		logmsg("signal %u: stopping", si.ssi_signo);
-		for (struct proc *p = procs; p; p = p->next)
-			if (!p->exited)
-				kill(-p->pid, SIGKILL);
-		exit(0);
-	}
+	do {
+		r = read(sfd, si, sizeof(si));
+		for (ssize_t i = 0; r > 0 && i < r / (ssize_t)sizeof(si[0]); i++)
+			on_one_signal(&si[i]);
+	} while (r == (ssize_t)sizeof(si));
 	reap();
 }
 
@@ -519,7 +528,7 @@ int main(int argc, char **argv)
 	/* children that were already ours (none as PID 1) */
 	reap();
 	for (;;) {
-		int hold = proc_unhold(), wait = conns_shrink_wait(hold);
+		int hold = proc_timers(), wait = conns_shrink_wait(hold);
 		int n = epoll_wait(ep, evs, (int)(sizeof(evs) / sizeof(evs[0])), wait);
 		if (n == 0 && wait != hold)
 			conns_shrink(); /* quiet for SHRINK_IDLE_MS */
@@ -568,10 +577,6 @@ int main(int argc, char **argv)
 					break;
 				proc_stdin_flush(p);
 				proc_arm(p);
-				break;
-			case W_TIMER:
-				if (!p->done && p->fd_timer >= 0)
-					proc_timeout(p);
 				break;
 			}
 		}

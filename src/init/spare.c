@@ -152,6 +152,9 @@ static void spare_start(void)
 	sp.fd_cmd = pin[1];
 	sp.fd_out = pout[0];
 	sp.fd_err = perr[0];
+	/* as proc_start sets a command's: here, off the next EXEC's way */
+	fcntl(sp.fd_out, F_SETFL, O_NONBLOCK);
+	fcntl(sp.fd_err, F_SETFL, O_NONBLOCK);
 	return;
 fail:
 	free(envv);
