@@ -37,9 +37,7 @@ size_t buf_room(struct buf *b)
 /* Room for n more bytes at p + len; compacts first. Returns -1 on ENOMEM. */
 int buf_reserve(struct buf *b, size_t n)
 {
-	if (b->off && b->off == b->len)
-		b->off = b->len = 0;
-	if (b->cap - b->len >= n)
+	if (buf_room(b) >= n)
 		return 0;
 	if (b->off) {
 		memmove(b->p, b->p + b->off, b->len - b->off);
