@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,7 @@
 #include <unistd.h>
 #include "cleanup.h"
 #include "json.h"
+#include "host.h"
 #include "log.h"
 #include "node_int.h"
 
@@ -164,7 +166,7 @@ static void list_items(struct node *n, struct items *it)
 
 /* What a sandbox's directory stands on: the paths it marks. */
 struct stands {
-	char name[80]; /* the directory's name (a placement id) */
+	char name[NAME_MAX + 1]; /* the directory's name (a placement id) */
 	char **paths;
 	size_t n;
 };
@@ -184,9 +186,7 @@ static int stands_add(struct stands *st, const char *path)
 
 static void stands_free(struct stands *st)
 {
-	for (size_t i = 0; i < st->n; i++)
-		free(st->paths[i]);
-	free(st->paths);
+	host_strv_free(st->paths, st->n);
 	st->paths = NULL;
 	st->n = 0;
 }
@@ -265,7 +265,7 @@ static int mark_used(struct node *n, struct items *it)
 	while (r == 0 && (e = readdir(d))) {
 		struct stands key, *k, st = { { 0 }, NULL, 0 };
 
-		if (e->d_name[0] == '.' || strlen(e->d_name) >= sizeof(key.name))
+		if (e->d_name[0] == '.')
 			continue;
 		snprintf(key.name, sizeof(key.name), "%s", e->d_name);
 		k = nknown ? bsearch(&key, known, nknown, sizeof(*known), stands_cmp) : NULL;
